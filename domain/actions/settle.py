@@ -1,0 +1,51 @@
+"""Settle action: what must happen before allocation: lost nodes, cancelled jobs, timers (pure)."""
+
+from __future__ import annotations
+
+import heapq
+
+from domain.session import Session
+from domain.state import JobStatus
+
+
+class Settle:
+    name = "settle"
+
+    def execute(self, session: Session) -> None:
+        state = session.state
+        state.pop_due_timers(session.ts)  # a due timer only wakes the cycle
+        self._lose_silent_nodes(session)
+        for job_id in sorted(state.cancel_requests):
+            job = state.jobs.get(job_id)
+            if job is not None and job.placements:
+                session.stop(job, "cancelled", requeue=False)
+        state.cancel_requests.clear()
+
+    def _lose_silent_nodes(self, session: Session) -> None:
+        state = session.state
+        timeout_ms = state.cluster.heartbeat_timeout_s * 1000
+        expiry = state.heartbeat_expiry
+        while expiry and expiry[0][0] <= session.ts:
+            _, node_id = heapq.heappop(expiry)
+            node = state.nodes.get(node_id)
+            if node is None or node.lost or node.last_heartbeat_ts + timeout_ms > session.ts:
+                continue  # stale entry: a later heartbeat pushed a later one
+            self._lose(session, node_id)
+
+    def _lose(self, session: Session, node_id: str) -> None:
+        """The node's tasks are gone with it; their jobs go back to pending, keeping their place."""
+        state = session.state
+        node = state.nodes[node_id]
+        for job_id in sorted(node.jobs):
+            job = state.jobs[job_id]
+            tasks = job.placements.pop(node_id, 0)
+            stopping = job.stopping.pop(node_id, None)
+            lost = tasks + (stopping.tasks if stopping else 0)
+            state.release(job, node_id, lost)
+            if job.placements and job.status is JobStatus.RUNNING and not job.is_elastic:
+                session.stop(job, "node_lost")  # a gang cannot run without all its tasks
+            state.after_tasks_gone(job)
+        node.lost = True
+        state.capacity = state.capacity - node.capacity
+        state.node_index.discard(node_id)
+        state.fair_share_stale = True

@@ -1,0 +1,147 @@
+"""Bytes to events and back with orjson; refusals come back as reasons a person can act on (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from domain.commands import Command
+from domain.events import (
+    EVENT_TYPES,
+    ClusterConfigured,
+    Event,
+    JobCancelled,
+    JobFinished,
+    JobPreempted,
+    JobStarted,
+    JobSubmitted,
+    JournalRecord,
+    NodeHeartbeat,
+    QueueConfigured,
+    QueueDeleted,
+    Strict,
+)
+
+# Which event types each ingress topic accepts, so ACLs on topics mean something.
+INGRESS_TYPES: dict[str, tuple[type[Strict], ...]] = {
+    "quotaflow.jobs": (JobSubmitted, JobCancelled),
+    "quotaflow.nodes": (NodeHeartbeat, JobStarted, JobFinished, JobPreempted),
+    "quotaflow.admin": (QueueConfigured, QueueDeleted, ClusterConfigured),
+}
+
+CURRENT_VERSION = 1
+
+# Upcasters migrate an old journal record's raw dict, one version step at a time, before
+# validation: (type, from_version) -> function returning the dict at from_version + 1.
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+class DecodeError(ValueError):
+    """Input that cannot become an event; the message is the reason sent to quotaflow.rejected."""
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line naming each bad field and what is wrong with it."""
+    parts = []
+    for item in error.errors(include_url=False):
+        location = ".".join(str(part) for part in item["loc"]) or "(object)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown field (unknown fields are refused)"
+        elif message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        parts.append(f"{location}: {message}")
+    return "; ".join(parts)
+
+
+def _load_object(raw: bytes | str) -> dict[str, Any]:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise DecodeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _validate(data: dict[str, Any], allowed: tuple[type[Strict], ...] | None) -> Event:
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        raise DecodeError("type: missing or not a string (every object names its type)")
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        known = ", ".join(sorted(EVENT_TYPES))
+        raise DecodeError(f"type: unknown event type {kind!r} (known: {known})")
+    if allowed is not None and cls not in allowed:
+        names = ", ".join(c.__name__ for c in allowed)
+        raise DecodeError(f"type: {kind} is not accepted on this topic (accepted: {names})")
+    try:
+        event: Event = cls.model_validate(data)  # type: ignore[assignment]
+    except ValidationError as exc:
+        raise DecodeError(f"{kind}: {describe_validation_error(exc)}") from None
+    return event
+
+
+def decode_ingress(topic: str, raw: bytes | str) -> Event:
+    """Decodes a producer's or agent's event from an ingress topic; raises DecodeError."""
+    data = _load_object(raw)
+    for stamped in ("seq", "ts"):
+        if stamped in data:
+            raise DecodeError(f"{stamped}: stamped by the scheduler; producers must not send it")
+    allowed = INGRESS_TYPES.get(topic)
+    if allowed is None:
+        raise DecodeError(f"topic {topic!r} is not an ingress topic")
+    return _validate(data, allowed)
+
+
+def decode_timed(raw: bytes | str) -> tuple[int, Event]:
+    """Decodes one simulation line: an event or Tick with its `ts` (`seq` optional and ignored)."""
+    data = _load_object(raw)
+    ts = data.pop("ts", None)
+    data.pop("seq", None)
+    if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+        raise DecodeError("ts: required, integer milliseconds since the Unix epoch")
+    return ts, _validate(data, None)
+
+
+def _upcast(data: dict[str, Any]) -> dict[str, Any]:
+    version = data.pop("version", CURRENT_VERSION)
+    kind = str(data.get("type"))
+    while version < CURRENT_VERSION:
+        data = UPCASTERS[(kind, version)](data)
+        version += 1
+    return data
+
+
+def decode_journal(raw: bytes | str) -> JournalRecord:
+    """Decodes a journal record, upcasting older versions first."""
+    data = _upcast(_load_object(raw))
+    seq = data.pop("seq", None)
+    ts = data.pop("ts", None)
+    if not isinstance(seq, int) or not isinstance(ts, int):
+        raise DecodeError("journal record without integer seq and ts")
+    return JournalRecord(seq=seq, ts=ts, event=_validate(data, None))
+
+
+def event_to_wire(event: Event) -> dict[str, Any]:
+    """The event as a JSON-ready dict, with defaults written out so the journal is explicit."""
+    return event.model_dump(mode="json", exclude_none=False)
+
+
+def encode_journal(record: JournalRecord) -> bytes:
+    body = event_to_wire(record.event)
+    body["seq"] = record.seq
+    body["ts"] = record.ts
+    return orjson.dumps(body)
+
+
+def encode_command(command: Command) -> bytes:
+    return orjson.dumps(command.to_wire())
+
+
+def decode_command(raw: bytes | str) -> dict[str, Any]:
+    return _load_object(raw)

@@ -1,0 +1,69 @@
+"""The contract's commands to node agents (CONTRACT.md section 3) and refusals (pure)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+DispatchReason = Literal["quota", "over_quota", "expand", "consolidation"]
+# "cancelled" and "node_lost" extend the contract's list where it is silent: a running job that
+# is cancelled, or the rest of a gang whose node was lost, must still be stopped by its agents.
+PreemptReason = Literal[
+    "reclaim",
+    "priority",
+    "interactive",
+    "self_level",
+    "child_level",
+    "consolidation",
+    "shrink",
+    "cancelled",
+    "node_lost",
+]
+
+
+class Command(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Dispatch(Command):
+    """Run `tasks` of `job` on `node`, each with `resources` (wire form)."""
+
+    type: Literal["Dispatch"] = "Dispatch"
+    job: str
+    node: str
+    tasks: int
+    resources: dict[str, Any]
+    attempt: int
+    seq: int
+    ts: int
+    reason: DispatchReason
+
+
+class Preempt(Command):
+    """Stop `tasks` of `job` on `node`; the agent answers with JobPreempted."""
+
+    type: Literal["Preempt"] = "Preempt"
+    job: str
+    node: str
+    tasks: int
+    attempt: int
+    seq: int
+    ts: int
+    reason: PreemptReason
+    by: str | None = None
+
+
+class Rejected(Command):
+    """An input the scheduler refused, kept whole with a reason a person can act on."""
+
+    type: Literal["Rejected"] = "Rejected"
+    ts: int
+    input: str
+    reason: str
+
+
+NodeCommand = Dispatch | Preempt

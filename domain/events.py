@@ -1,0 +1,285 @@
+"""The contract's events (CONTRACT.md section 2) as strict pydantic models, plus journal records (pure)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from domain.resources import ResourceError, Resources, gpu_to_milli
+
+QueueId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+# Job and node ids are chosen by users and agents; allow what Kubernetes names and UUIDs use.
+JobId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,252}$")]
+NodeId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,252}$")]
+Priority = Annotated[int, Field(ge=1, le=9)]
+Labels = dict[Annotated[str, StringConstraints(min_length=1, max_length=253)], str]
+
+
+class Strict(BaseModel):
+    """Base of every wire model: unknown fields refused, values never coerced, instances frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ResourcesIn(Strict):
+    """Resource amounts as they travel: gpu in devices (thousandths allowed), cpu millicores, memory MB."""
+
+    gpu: Annotated[float, Field(ge=0)] = 0
+    cpu: Annotated[int, Field(ge=0)] = 0
+    memory: Annotated[int, Field(ge=0)] = 0
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_exact(cls, value: float) -> float:
+        try:
+            gpu_to_milli(value)
+        except ResourceError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    def to_resources(self) -> Resources:
+        return Resources.from_amounts(self.gpu, self.cpu, self.memory)
+
+
+class QueueResource(Strict):
+    """One resource of a queue: deserved quota, hard limit and over-quota weight (KAI semantics)."""
+
+    quota: Annotated[float, Field(ge=-1)] = 0
+    limit: Annotated[float, Field(ge=-1)] = 0
+    over_quota_weight: Annotated[float, Field(ge=0)] | None = None
+
+    @field_validator("quota", "limit")
+    @classmethod
+    def _minus_one_or_amount(cls, value: float) -> float:
+        if value < 0 and value != -1:
+            raise ValueError("must be -1 (unlimited) or an amount >= 0")
+        return value
+
+
+def _single_priority_as_range(value: Any) -> Any:
+    """A single priority n means the range [n, n]; JSON arrays arrive as lists."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value, value)
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+PriorityRange = Annotated[tuple[Priority, Priority], BeforeValidator(_single_priority_as_range)]
+
+
+def _check_range(value: tuple[int, int], name: str) -> None:
+    if value[0] > value[1]:
+        raise ValueError(f"{name} range [{value[0]}, {value[1]}] runs backwards")
+
+
+class SelfLevelRule(Strict):
+    """PAI self-level preemption: jobs in the high range may preempt sibling queues' low-range jobs."""
+
+    high_priority: PriorityRange
+    low_priority: PriorityRange
+    modules: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]]
+
+    @model_validator(mode="after")
+    def _low_below_high(self) -> SelfLevelRule:
+        _check_range(self.high_priority, "high_priority")
+        _check_range(self.low_priority, "low_priority")
+        if self.low_priority[1] >= self.high_priority[0]:
+            raise ValueError(
+                f"self_level low_priority {list(self.low_priority)} must lie entirely below "
+                f"high_priority {list(self.high_priority)}"
+            )
+        return self
+
+
+class ChildLevelRule(Strict):
+    """PAI child-level preemption: the parent's own jobs may preempt matching jobs below it."""
+
+    priority: PriorityRange
+    modules: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ChildLevelRule:
+        _check_range(self.priority, "priority")
+        return self
+
+
+class PreemptionRules(Strict):
+    self_level: SelfLevelRule | None = None
+    child_level: ChildLevelRule | None = None
+    within_queue: bool = False
+
+
+PolicyKind = Literal["fifo", "round_robin", "balance", "intelligent"]
+
+
+class QueuePolicyConfig(Strict):
+    kind: PolicyKind = "fifo"
+    balance_timeout_s: Annotated[int, Field(ge=0)] = 300
+    aging_interval_s: Annotated[int, Field(ge=1)] = 600
+
+
+ResourceName = Literal["gpu", "cpu", "memory"]
+
+
+class QueueConfigured(Strict):
+    type: Literal["QueueConfigured"] = "QueueConfigured"
+    queue: QueueId
+    parent: QueueId | None = None
+    priority: int = 0
+    resources: dict[ResourceName, QueueResource] = Field(default_factory=dict)
+    policy: QueuePolicyConfig = Field(default_factory=QueuePolicyConfig)
+    preemption: PreemptionRules = Field(default_factory=PreemptionRules)
+
+    @model_validator(mode="after")
+    def _gpu_amounts_exact(self) -> QueueConfigured:
+        gpu = self.resources.get("gpu")
+        if gpu is not None:
+            for name in ("quota", "limit"):
+                amount = getattr(gpu, name)
+                if amount != -1:
+                    try:
+                        gpu_to_milli(amount)
+                    except ResourceError as exc:
+                        raise ValueError(f"resources.gpu.{name}: {exc}") from exc
+        for name, spec in self.resources.items():
+            if name != "gpu":
+                for field in ("quota", "limit"):
+                    amount = getattr(spec, field)
+                    if amount != int(amount):
+                        raise ValueError(f"resources.{name}.{field} must be a whole number")
+        if self.parent == self.queue:
+            raise ValueError(f"queue {self.queue} cannot be its own parent")
+        return self
+
+
+class QueueDeleted(Strict):
+    type: Literal["QueueDeleted"] = "QueueDeleted"
+    queue: QueueId
+
+
+class ClusterConfigured(Strict):
+    type: Literal["ClusterConfigured"] = "ClusterConfigured"
+    heartbeat_timeout_s: Annotated[int, Field(ge=1)] = 30
+    placement: Literal["binpack", "spread"] = "binpack"
+    consolidation: bool = True
+    tick_ms: Annotated[int, Field(ge=1)] = 1000
+
+
+class JobSubmitted(Strict):
+    type: Literal["JobSubmitted"] = "JobSubmitted"
+    job: JobId
+    queue: QueueId
+    priority: Priority = 5
+    module: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "DLC"
+    interactive: bool = False
+    preemptible: bool | None = None
+    tasks: Annotated[int, Field(ge=1, le=100_000)] = 1
+    resources: ResourcesIn = Field(default_factory=ResourcesIn)
+    min_tasks: Annotated[int, Field(ge=1)] | None = None
+    node_selector: Labels | None = None
+    labels: Labels | None = None
+    user: Annotated[str, StringConstraints(max_length=253)] | None = None
+    duration_s: Annotated[float, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSubmitted:
+        if self.min_tasks is not None and self.min_tasks > self.tasks:
+            raise ValueError(f"min_tasks {self.min_tasks} must not exceed tasks {self.tasks}")
+        if self.interactive and self.preemptible:
+            raise ValueError(
+                "an interactive job is never preemptible: drop preemptible or interactive"
+            )
+        return self
+
+    @property
+    def is_preemptible(self) -> bool:
+        return (not self.interactive) if self.preemptible is None else self.preemptible
+
+    @property
+    def least_tasks(self) -> int:
+        return self.tasks if self.min_tasks is None else self.min_tasks
+
+
+class JobCancelled(Strict):
+    type: Literal["JobCancelled"] = "JobCancelled"
+    job: JobId
+
+
+class NodeHeartbeat(Strict):
+    type: Literal["NodeHeartbeat"] = "NodeHeartbeat"
+    node: NodeId
+    capacity: ResourcesIn
+    labels: Labels = Field(default_factory=dict)
+
+
+Attempt = Annotated[int, Field(ge=1)]
+
+
+class JobStarted(Strict):
+    type: Literal["JobStarted"] = "JobStarted"
+    job: JobId
+    node: NodeId
+    attempt: Attempt
+
+
+class JobFinished(Strict):
+    type: Literal["JobFinished"] = "JobFinished"
+    job: JobId
+    node: NodeId
+    attempt: Attempt
+    outcome: Literal["succeeded", "failed"]
+
+
+class JobPreempted(Strict):
+    type: Literal["JobPreempted"] = "JobPreempted"
+    job: JobId
+    node: NodeId
+    attempt: Attempt
+
+
+class Tick(Strict):
+    """Time passing: appended by the sequencer when nothing else arrives for tick_ms."""
+
+    type: Literal["Tick"] = "Tick"
+
+
+AdminEvent = QueueConfigured | QueueDeleted | ClusterConfigured
+JobEvent = JobSubmitted | JobCancelled
+NodeEvent = NodeHeartbeat | JobStarted | JobFinished | JobPreempted
+Event = AdminEvent | JobEvent | NodeEvent | Tick
+
+EVENT_TYPES: dict[str, type[Strict]] = {
+    cls.__name__: cls
+    for cls in (
+        QueueConfigured,
+        QueueDeleted,
+        ClusterConfigured,
+        JobSubmitted,
+        JobCancelled,
+        NodeHeartbeat,
+        JobStarted,
+        JobFinished,
+        JobPreempted,
+        Tick,
+    )
+}
+
+
+class JournalRecord(BaseModel):
+    """One journal entry: an accepted event (or a Tick) with its position `seq` and stamp `ts`."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    seq: int
+    ts: int
+    event: Event

@@ -1,0 +1,221 @@
+"""Evolve: apply one accepted journal event to the state; never emits commands (pure)."""
+
+from __future__ import annotations
+
+import heapq
+from functools import singledispatch
+
+from domain.events import (
+    ClusterConfigured,
+    Event,
+    JobCancelled,
+    JobFinished,
+    JobPreempted,
+    JobStarted,
+    JobSubmitted,
+    NodeHeartbeat,
+    QueueConfigured,
+    QueueDeleted,
+    Tick,
+)
+from domain.quota import QuotaSpec
+from domain.state import Job, JobStatus, Node, Queue, State
+
+
+def evolve(state: State, event: Event, seq: int, ts: int) -> None:
+    _evolve(event, state, seq, ts)
+
+
+@singledispatch
+def _evolve(event: Event, state: State, seq: int, ts: int) -> None:  # pragma: no cover
+    raise TypeError(f"no evolve for {type(event).__name__}")
+
+
+@_evolve.register
+def _(event: Tick, state: State, seq: int, ts: int) -> None:
+    return None
+
+
+@_evolve.register
+def _(event: QueueConfigured, state: State, seq: int, ts: int) -> None:
+    spec = QuotaSpec.from_config(event)
+    queue = state.queues.get(event.queue)
+    if queue is None:
+        queue = Queue(
+            id=event.queue,
+            parent=event.parent,
+            priority=event.priority,
+            quota=spec,
+            policy=event.policy,
+            preemption=event.preemption,
+            config=event,
+        )
+        state.queues[event.queue] = queue
+        _attach(state, queue)
+    else:
+        if queue.parent != event.parent:
+            _move_subtree(state, queue, event.parent)
+        # A policy change applies to pending jobs at once; running jobs are untouched.
+        queue.priority = event.priority
+        queue.quota = spec
+        queue.policy = event.policy
+        queue.preemption = event.preemption
+        queue.config = event
+    state.fair_share_stale = True
+    state.needs_cycle = True
+
+
+def _attach(state: State, queue: Queue) -> None:
+    if queue.parent is not None:
+        siblings = state.queues[queue.parent].children
+        siblings.append(queue.id)
+        siblings.sort()
+
+
+def _move_subtree(state: State, queue: Queue, new_parent: str | None) -> None:
+    amount = queue.subtree_allocated
+    if queue.parent is not None:
+        state.queues[queue.parent].children.remove(queue.id)
+        for ancestor in state.ancestors(queue.parent):
+            ancestor.subtree_allocated = ancestor.subtree_allocated - amount
+    queue.parent = new_parent
+    _attach(state, queue)
+    if new_parent is not None:
+        for ancestor in state.ancestors(new_parent):
+            ancestor.subtree_allocated = ancestor.subtree_allocated + amount
+
+
+@_evolve.register
+def _(event: QueueDeleted, state: State, seq: int, ts: int) -> None:
+    queue = state.queues.pop(event.queue)
+    if queue.parent is not None:
+        state.queues[queue.parent].children.remove(queue.id)
+    state.fair_share_stale = True
+
+
+@_evolve.register
+def _(event: ClusterConfigured, state: State, seq: int, ts: int) -> None:
+    state.cluster = event
+    timeout_ms = event.heartbeat_timeout_s * 1000
+    state.heartbeat_expiry = [
+        (node.last_heartbeat_ts + timeout_ms, node.id)
+        for node in state.nodes.values()
+        if not node.lost
+    ]
+    heapq.heapify(state.heartbeat_expiry)
+    state.needs_cycle = True
+
+
+@_evolve.register
+def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
+    capacity = event.capacity.to_resources()
+    node = state.nodes.get(event.node)
+    if node is None:
+        node = Node(event.node, capacity, dict(event.labels), ts)
+        state.nodes[event.node] = node
+        state.capacity = state.capacity + capacity
+        state.fair_share_stale = True
+        state.needs_cycle = True
+    else:
+        if node.lost:
+            node.lost = False
+            state.capacity = state.capacity + capacity
+            state.fair_share_stale = True
+            state.needs_cycle = True
+        elif node.capacity != capacity:
+            state.capacity = state.capacity - node.capacity + capacity
+            state.fair_share_stale = True
+            state.needs_cycle = True
+        if node.labels != event.labels:
+            node.labels = dict(event.labels)
+            state.needs_cycle = True
+        node.capacity = capacity
+        node.last_heartbeat_ts = ts
+    state.node_index.update(node)
+    heapq.heappush(state.heartbeat_expiry, (ts + state.cluster.heartbeat_timeout_s * 1000, node.id))
+
+
+@_evolve.register
+def _(event: JobSubmitted, state: State, seq: int, ts: int) -> None:
+    job = Job(
+        id=event.job,
+        queue=event.queue,
+        priority=event.priority,
+        module=event.module,
+        interactive=event.interactive,
+        preemptible=event.is_preemptible,
+        tasks=event.tasks,
+        min_tasks=event.least_tasks,
+        per_task=event.resources.to_resources(),
+        node_selector=tuple(sorted((event.node_selector or {}).items())),
+        order=seq,
+        submitted_ts=ts,
+        spec=event,
+    )
+    state.jobs[job.id] = job
+    state.add_demand(job)
+    state.enqueue(job)
+
+
+@_evolve.register
+def _(event: JobCancelled, state: State, seq: int, ts: int) -> None:
+    job = state.jobs[event.job]
+    if job.status is JobStatus.PENDING:
+        state.end(job, JobStatus.CANCELLED)
+        return
+    job.status = JobStatus.CANCELLING
+    for stop in job.stopping.values():
+        stop.requeue = False
+    if job.placements:
+        state.cancel_requests.add(job.id)
+        state.needs_cycle = True
+
+
+def _current(state: State, job_id: str, attempt: int) -> Job | None:
+    """The live job this report is about, or None for a stale or late report."""
+    job = state.jobs.get(job_id)
+    if job is None or job.attempt != attempt:
+        return None
+    return job
+
+
+@_evolve.register
+def _(event: JobStarted, state: State, seq: int, ts: int) -> None:
+    job = _current(state, event.job, event.attempt)
+    if job is None or event.node not in job.placements:
+        return
+    job.started_nodes.add(event.node)
+    if job.started_ts is None:
+        job.started_ts = ts
+
+
+@_evolve.register
+def _(event: JobFinished, state: State, seq: int, ts: int) -> None:
+    job = _current(state, event.job, event.attempt)
+    if job is None:
+        return
+    tasks = job.placements.pop(event.node, 0)
+    stopping = job.stopping.pop(event.node, None)
+    if stopping is not None and stopping.attempt == event.attempt:
+        tasks += stopping.tasks
+    if tasks == 0:
+        return
+    state.release(job, event.node, tasks)
+    if event.outcome == "failed":
+        job.pending_reason = f"failed on {event.node}"
+    if not job.placements and not job.stopping:
+        failed = event.outcome == "failed" or job.pending_reason is not None
+        state.end(job, JobStatus.FAILED if failed else JobStatus.FINISHED)
+
+
+@_evolve.register
+def _(event: JobPreempted, state: State, seq: int, ts: int) -> None:
+    job = state.jobs.get(event.job)
+    if job is None:
+        return
+    stopping = job.stopping.get(event.node)
+    if stopping is None or stopping.attempt != event.attempt:
+        return
+    del job.stopping[event.node]
+    state.release(job, event.node, stopping.tasks)
+    state.after_tasks_gone(job)

@@ -1,0 +1,77 @@
+"""Placement strategies: which nodes a job's tasks go to, gang all-or-nothing (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from domain.resources import Resources
+from domain.state import Job, State
+
+Plan = dict[str, int]  # node -> tasks
+
+
+class PlacementStrategy(Protocol):
+    """Orders candidate nodes for one task of `per_task`; the first that fit are used."""
+
+    name: str
+
+    def candidates(self, state: State, per_task: Resources) -> Iterator[str]: ...
+
+
+class Binpack:
+    """Fill the fullest node that fits first, keeping whole nodes free for large jobs."""
+
+    name = "binpack"
+
+    def candidates(self, state: State, per_task: Resources) -> Iterator[str]:
+        return state.node_index.fullest_first(per_task.gpu)
+
+
+class Spread:
+    """Use the emptiest node first, spreading load (and failure blast radius)."""
+
+    name = "spread"
+
+    def candidates(self, state: State, per_task: Resources) -> Iterator[str]:
+        return state.node_index.emptiest_first(per_task.gpu)
+
+
+PLACEMENTS: dict[str, PlacementStrategy] = {"binpack": Binpack(), "spread": Spread()}
+
+
+def find_placement(state: State, job: Job, tasks: int, strategy: PlacementStrategy) -> Plan | None:
+    """Places `tasks` of the job, all or none: first on nodes held for it, then by strategy."""
+    per_task = job.per_task
+    plan: Plan = {}
+    remaining = tasks
+    for node_id in sorted(job.held):
+        node = state.nodes[node_id]
+        if node.lost or not node.matches(job.node_selector):
+            continue
+        take = min(remaining, per_task.max_copies_in(node.free + job.held[node_id]))
+        if take > 0:
+            plan[node_id] = take
+            remaining -= take
+            if remaining == 0:
+                return plan
+    for node_id in strategy.candidates(state, per_task):
+        if node_id in plan:
+            continue
+        node = state.nodes[node_id]
+        if not node.matches(job.node_selector):
+            continue
+        take = min(remaining, per_task.max_copies_in(node.free))
+        if take > 0:
+            plan[node_id] = take
+            remaining -= take
+            if remaining == 0:
+                return plan
+    return None
+
+
+def largest_free(state: State) -> Resources | None:
+    """The free capacity of the node with the most free gpu (for pending reasons)."""
+    for node_id in state.node_index.emptiest_first(0):
+        return state.nodes[node_id].free
+    return None

@@ -1,0 +1,102 @@
+"""Resource amounts held exactly: gpu in thousandths of a device, cpu in millicores, memory in MB (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+RESOURCE_NAMES: tuple[str, ...] = ("gpu", "cpu", "memory")
+GPU_SCALE = 1000  # one device is 1000 milli-GPU, so 0.5 GPU is held exactly as 500
+
+
+class ResourceError(ValueError):
+    """A resource amount that cannot be held exactly."""
+
+
+def gpu_to_milli(value: float | int) -> int:
+    """Converts a wire GPU amount (devices, fractions allowed) to exact milli-GPU."""
+    try:
+        scaled = Decimal(str(value)) * GPU_SCALE
+    except InvalidOperation as exc:  # pragma: no cover - pydantic already checked the type
+        raise ResourceError(f"gpu amount {value!r} is not a number") from exc
+    if scaled != scaled.to_integral_value():
+        raise ResourceError(
+            f"gpu amount {value} has more than 3 decimals (thousandths of a device)"
+        )
+    return int(scaled)
+
+
+def milli_to_gpu(milli: int) -> int | float:
+    """Converts milli-GPU back to the wire form: an int when whole, else a float."""
+    whole, rest = divmod(milli, GPU_SCALE)
+    return whole if rest == 0 else milli / GPU_SCALE
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount of each resource; the unit of gpu is one thousandth of a device."""
+
+    gpu: int = 0
+    cpu: int = 0
+    memory: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.gpu + other.gpu, self.cpu + other.cpu, self.memory + other.memory)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.gpu - other.gpu, self.cpu - other.cpu, self.memory - other.memory)
+
+    def __mul__(self, times: int) -> Resources:
+        return Resources(self.gpu * times, self.cpu * times, self.memory * times)
+
+    __rmul__ = __mul__
+
+    def fits_in(self, available: Resources) -> bool:
+        """True when every amount is at most the available one."""
+        return (
+            self.gpu <= available.gpu
+            and self.cpu <= available.cpu
+            and self.memory <= available.memory
+        )
+
+    def is_zero(self) -> bool:
+        return self.gpu == 0 and self.cpu == 0 and self.memory == 0
+
+    def clamp_at_zero(self) -> Resources:
+        return Resources(max(self.gpu, 0), max(self.cpu, 0), max(self.memory, 0))
+
+    def max_copies_in(self, available: Resources) -> int:
+        """How many copies of this amount fit in `available` (a large number when nothing is asked)."""
+        counts = [
+            have // want
+            for want, have in (
+                (self.gpu, available.gpu),
+                (self.cpu, available.cpu),
+                (self.memory, available.memory),
+            )
+            if want > 0
+        ]
+        if not counts:
+            return 1 << 30
+        return max(0, min(counts))
+
+    def get(self, name: str) -> int:
+        value: int = getattr(self, name)
+        return value
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        return (self.gpu, self.cpu, self.memory)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"gpu": milli_to_gpu(self.gpu), "cpu": self.cpu, "memory": self.memory}
+
+    @staticmethod
+    def from_amounts(gpu: float | int = 0, cpu: int = 0, memory: int = 0) -> Resources:
+        return Resources(gpu_to_milli(gpu), int(cpu), int(memory))
+
+    def __str__(self) -> str:
+        return f"gpu={milli_to_gpu(self.gpu)} cpu={self.cpu}m memory={self.memory}MB"
+
+
+ZERO = Resources()

@@ -1,0 +1,208 @@
+"""The offline simulator: fold timed events through the core with a built-in agent (pure).
+
+Virtual time only: the built-in agent answers every Dispatch with JobStarted and every
+Preempt with JobPreempted at the same ts, finishes each job `duration_s` after it starts,
+and heartbeats for every node it has heard of (as a real agent would), so nodes are never
+lost in a simulation. Time also advances to each policy timer (e.g. a balance timeout), as
+the live scheduler's Ticks would.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from domain.codec import DecodeError, decode_timed
+from domain.commands import Dispatch, NodeCommand, Preempt, Rejected
+from domain.decider import admit, apply, close_group, initial_state
+from domain.events import Event, JobFinished, JobPreempted, JobStarted, NodeHeartbeat, Tick
+from domain.plugins import DEFAULT_PLUGINS, Plugins
+from domain.state import State
+
+MAX_ROUNDS_PER_TS = 10_000  # agent answer rounds at one ts; the core never oscillates
+
+
+@dataclass(order=True)
+class _Finish:
+    due: int
+    order: int
+    job: str = field(compare=False)
+    node: str = field(compare=False)
+    attempt: int = field(compare=False)
+
+
+class Simulator:
+    """Drives the core over a timed event stream; emits commands and rejections in order."""
+
+    def __init__(self, plugins: Plugins = DEFAULT_PLUGINS) -> None:
+        self.state: State = initial_state()
+        self.plugins = plugins
+        self.seq = 0
+        self.now = 0
+        self._finishes: list[_Finish] = []
+        self._finish_order = 0
+        self._durations: dict[str, float | None] = {}
+        self._heartbeats: dict[str, NodeHeartbeat] = {}
+        self.output: list[NodeCommand | Rejected] = []
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def run(self, lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
+        """Yields each command and rejection as a JSON-ready dict, in emission order."""
+        group: list[tuple[str, Event]] = []
+        group_ts: int | None = None
+        for raw in lines:
+            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            text = text.strip()
+            if not text:
+                continue
+            try:
+                ts, event = decode_timed(text)
+            except DecodeError as exc:
+                yield from self._flush_group(group_ts, group)
+                group, group_ts = [], None
+                yield self._reject(self.now, text, str(exc)).to_wire()
+                continue
+            if ts < self.now:
+                yield from self._flush_group(group_ts, group)
+                group, group_ts = [], None
+                reason = f"ts {ts} is before the simulation's current time {self.now}: lines must be in time order"
+                yield self._reject(self.now, text, reason).to_wire()
+                continue
+            if group_ts is not None and ts != group_ts:
+                yield from self._flush_group(group_ts, group)
+                group = []
+            group_ts = ts
+            group.append((text, event))
+        yield from self._flush_group(group_ts, group)
+        yield from self._drain(None)
+
+    def _flush_group(
+        self, ts: int | None, group: list[tuple[str, Event]]
+    ) -> Iterator[dict[str, Any]]:
+        if ts is None or not group:
+            return
+        yield from self._drain(ts)
+        self.now = ts
+        start = len(self.output)
+        for text, event in group:
+            self._fold_input(ts, text, event)
+        self._cycle_and_answer(ts)
+        yield from (item.to_wire() for item in self.output[start:])
+
+    def _fold_input(self, ts: int, text: str, event: Event) -> None:
+        if isinstance(event, Tick):
+            self._append(ts, event)
+            return
+        reason = admit(self.state, event)
+        if reason is not None:
+            self._reject(ts, text, reason)
+            return
+        if isinstance(event, NodeHeartbeat):
+            self._heartbeats[event.node] = event
+        self._append(ts, event)
+
+    def _append(self, ts: int, event: Event) -> None:
+        self.seq += 1
+        apply(self.state, event, self.seq, ts)
+        if event.type == "JobSubmitted":
+            self._durations[event.job] = event.duration_s
+
+    def _reject(self, ts: int, text: str, reason: str) -> Rejected:
+        rejected = Rejected(ts=ts, input=text, reason=reason)
+        self.output.append(rejected)
+        return rejected
+
+    # -- virtual time ---------------------------------------------------------------------
+
+    def _next_moment(self) -> int | None:
+        moments = []
+        if self._finishes:
+            moments.append(self._finishes[0].due)
+        if self.state.timers:
+            moments.append(self.state.timers[0][0])
+        return min(moments) if moments else None
+
+    def _drain(self, until: int | None) -> Iterator[dict[str, Any]]:
+        """Advances virtual time through finishes and timers due before `until` (all if None)."""
+        while True:
+            moment = self._next_moment()
+            if moment is None or (until is not None and moment >= until):
+                return
+            moment = max(moment, self.now)
+            self.now = moment
+            start = len(self.output)
+            self._keep_nodes_alive(moment)
+            while self._finishes and self._finishes[0].due <= moment:
+                finish = heapq.heappop(self._finishes)
+                self._append(
+                    moment,
+                    JobFinished(
+                        job=finish.job,
+                        node=finish.node,
+                        attempt=finish.attempt,
+                        outcome="succeeded",
+                    ),
+                )
+            if self.state.group_open is False:
+                self._append(moment, Tick())
+            self._cycle_and_answer(moment)
+            yield from (item.to_wire() for item in self.output[start:])
+
+    def _keep_nodes_alive(self, ts: int) -> None:
+        expiry = self.state.heartbeat_expiry
+        refreshed: set[str] = set()
+        while expiry and expiry[0][0] <= ts:
+            _, node_id = heapq.heappop(expiry)
+            beat = self._heartbeats.get(node_id)
+            if beat is not None and node_id not in refreshed:
+                refreshed.add(node_id)
+                self._append(ts, beat)
+
+    def _cycle_and_answer(self, ts: int) -> None:
+        self._keep_nodes_alive(ts)
+        for _ in range(MAX_ROUNDS_PER_TS):
+            self.state, commands = close_group(self.state, self.plugins)
+            if not commands:
+                return
+            self.output.extend(commands)
+            for command in commands:
+                self._answer(ts, command)
+
+    def _answer(self, ts: int, command: NodeCommand) -> None:
+        if isinstance(command, Dispatch):
+            self._append(
+                ts, JobStarted(job=command.job, node=command.node, attempt=command.attempt)
+            )
+            duration = self._durations.get(command.job)
+            if duration is not None:
+                self._finish_order += 1
+                due = ts + round(duration * 1000)
+                heapq.heappush(
+                    self._finishes,
+                    _Finish(due, self._finish_order, command.job, command.node, command.attempt),
+                )
+        elif isinstance(command, Preempt):
+            self._finishes = [
+                f
+                for f in self._finishes
+                if not (
+                    f.job == command.job and f.node == command.node and f.attempt == command.attempt
+                )
+            ]
+            heapq.heapify(self._finishes)
+            self._append(
+                ts, JobPreempted(job=command.job, node=command.node, attempt=command.attempt)
+            )
+
+
+def simulate_lines(
+    lines: Iterable[str | bytes], plugins: Plugins = DEFAULT_PLUGINS
+) -> Iterator[bytes]:
+    """The `quotaflow simulate` output: one JSON line per command or rejection."""
+    for item in Simulator(plugins).run(lines):
+        yield orjson.dumps(item)

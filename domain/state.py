@@ -1,0 +1,361 @@
+"""Scheduler state: queues, nodes, jobs and the indexes that keep a cycle cheap (pure).
+
+The fold owns the state and mutates it in place for speed; every mutation goes through the
+methods here so that aggregates (queue allocations, node free capacity, pending order) stay
+consistent and can be undone exactly by a statement's rollback.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from domain.events import (
+    ClusterConfigured,
+    JobSubmitted,
+    PreemptionRules,
+    QueueConfigured,
+    QueuePolicyConfig,
+)
+from domain.quota import QuotaSpec
+from domain.resources import ZERO, Resources
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"  # dispatched on one or more nodes (started or not yet)
+    STOPPING = "stopping"  # every remaining placement is being preempted; requeued after
+    CANCELLING = "cancelling"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+@dataclass(slots=True)
+class Stopping:
+    """Tasks of one attempt on one node that an agent has been told to stop."""
+
+    attempt: int
+    tasks: int
+    requeue: bool  # False when the job is being cancelled or shrunk
+
+
+@dataclass(slots=True)
+class Job:
+    id: str
+    queue: str
+    priority: int
+    module: str
+    interactive: bool
+    preemptible: bool
+    tasks: int
+    min_tasks: int
+    per_task: Resources
+    node_selector: tuple[tuple[str, str], ...]
+    order: int  # submission sequence: the journal seq of JobSubmitted; the place in queue
+    submitted_ts: int
+    spec: JobSubmitted
+    status: JobStatus = JobStatus.PENDING
+    attempt: int = 0
+    placements: dict[str, int] = field(default_factory=dict)  # node -> tasks of this attempt
+    stopping: dict[str, Stopping] = field(default_factory=dict)  # node -> tasks being stopped
+    started_ts: int | None = None
+    started_nodes: set[str] = field(default_factory=set)
+    blocked_since: int | None = None
+    pending_reason: str | None = None
+    held: dict[str, Resources] = field(default_factory=dict)  # freed for it by a preemption
+    awaiting: set[str] = field(default_factory=set)  # victims still stopping for it
+    displaced_by: dict[str, str] = field(default_factory=dict)  # job -> rule that displaced us
+
+    @property
+    def placed_tasks(self) -> int:
+        return sum(self.placements.values())
+
+    @property
+    def request(self) -> Resources:
+        """What the whole job asks for at full size."""
+        return self.per_task * self.tasks
+
+    @property
+    def allocation(self) -> Resources:
+        tasks = self.placed_tasks + sum(stop.tasks for stop in self.stopping.values())
+        return self.per_task * tasks
+
+    @property
+    def is_elastic(self) -> bool:
+        return self.min_tasks < self.tasks
+
+    def pending_key(self) -> tuple[int, str]:
+        return (self.order, self.id)
+
+
+@dataclass(slots=True)
+class Node:
+    id: str
+    capacity: Resources
+    labels: dict[str, str]
+    last_heartbeat_ts: int
+    allocated: Resources = ZERO
+    held: Resources = ZERO
+    lost: bool = False
+    jobs: dict[str, int] = field(default_factory=dict)  # job -> tasks (placed or stopping)
+
+    @property
+    def free(self) -> Resources:
+        return self.capacity - self.allocated - self.held
+
+    def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
+        return all(self.labels.get(key) == value for key, value in selector)
+
+
+class PendingIndex:
+    """A queue's pending jobs, one list per (interactive, priority) sorted by submission order.
+
+    Iteration merges the lists lazily by the policy's effective priority, so a cycle that only
+    looks at the head of a long queue costs little. Within one list effective priority never
+    rises along the list (older jobs have aged at least as much), which keeps the merge exact.
+    """
+
+    __slots__ = ("_lists", "_size")
+
+    def __init__(self) -> None:
+        self._lists: dict[tuple[bool, int], list[tuple[int, str]]] = {}
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, job: Job) -> None:
+        bisect.insort(
+            self._lists.setdefault((job.interactive, job.priority), []), job.pending_key()
+        )
+        self._size += 1
+
+    def remove(self, job: Job) -> None:
+        entries = self._lists[(job.interactive, job.priority)]
+        key = job.pending_key()
+        index = bisect.bisect_left(entries, key)
+        if index < len(entries) and entries[index] == key:
+            del entries[index]
+            self._size -= 1
+
+    def lists(self) -> list[tuple[tuple[bool, int], list[tuple[int, str]]]]:
+        return sorted(self._lists.items())
+
+    def job_ids(self) -> Iterator[str]:
+        """Every pending job id, in submission order (for views and tests, not the cycle)."""
+        for _, job_id in heapq.merge(*(entries for _, entries in self.lists())):
+            yield job_id
+
+
+@dataclass(slots=True)
+class Queue:
+    id: str
+    parent: str | None
+    priority: int
+    quota: QuotaSpec
+    policy: QueuePolicyConfig
+    preemption: PreemptionRules
+    config: QueueConfigured
+    children: list[str] = field(default_factory=list)
+    pending: PendingIndex = field(default_factory=PendingIndex)
+    running: set[str] = field(default_factory=set)  # jobs holding resources (incl. stopping)
+    allocated: Resources = ZERO  # this queue's own jobs
+    subtree_allocated: Resources = ZERO  # own jobs and every descendant's
+    demand: Resources = ZERO  # own jobs' full requests, pending or holding resources
+    jobs: int = 0  # own jobs not yet ended
+    fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)  # whole subtree
+    own_fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)  # own jobs, as a virtual child
+    stopped_by: str | None = None  # the job that stopped this queue in the last cycle
+
+
+class NodeIndex:
+    """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
+
+    __slots__ = ("_entries", "_keys")
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[int, int, int, str]] = []
+        self._keys: dict[str, tuple[int, int, int, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def update(self, node: Node) -> None:
+        self.discard(node.id)
+        if node.lost:
+            return
+        free = node.free
+        key = (free.gpu, free.cpu, free.memory, node.id)
+        bisect.insort(self._entries, key)
+        self._keys[node.id] = key
+
+    def discard(self, node_id: str) -> None:
+        key = self._keys.pop(node_id, None)
+        if key is not None:
+            index = bisect.bisect_left(self._entries, key)
+            del self._entries[index]
+
+    def fullest_first(self, at_least_gpu: int) -> Iterator[str]:
+        """Nodes with at least `at_least_gpu` free, fullest (least free gpu) first."""
+        start = bisect.bisect_left(self._entries, (at_least_gpu,))
+        for index in range(start, len(self._entries)):
+            yield self._entries[index][3]
+
+    def emptiest_first(self, at_least_gpu: int) -> Iterator[str]:
+        stop = bisect.bisect_left(self._entries, (at_least_gpu,))
+        for index in range(len(self._entries) - 1, stop - 1, -1):
+            yield self._entries[index][3]
+
+
+@dataclass(slots=True)
+class State:
+    """Everything the scheduler knows, rebuilt by folding the journal from the start."""
+
+    cluster: ClusterConfigured = field(default_factory=ClusterConfigured)
+    queues: dict[str, Queue] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    jobs: dict[str, Job] = field(default_factory=dict)
+    ended_jobs: dict[str, JobStatus] = field(default_factory=dict)  # ids stay unique forever
+    node_index: NodeIndex = field(default_factory=NodeIndex)
+    capacity: Resources = ZERO  # sum over live nodes
+    seq: int = 0  # last journal position folded
+    ts: int = 0  # last journal stamp folded
+    group_open: bool = False  # records folded since the last cycle
+    needs_cycle: bool = False  # something changed that a cycle could act on
+    fair_share_stale: bool = True
+    timers: list[tuple[int, str, str]] = field(default_factory=list)  # (due ts, kind, id) heap
+    cancel_requests: set[str] = field(default_factory=set)  # running jobs to stop next cycle
+    heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
+
+    # -- queues -----------------------------------------------------------------------
+
+    def ancestors(self, queue_id: str) -> Iterator[Queue]:
+        """The queue itself, then its parent, up to its top-level queue."""
+        current: str | None = queue_id
+        while current is not None:
+            queue = self.queues[current]
+            yield queue
+            current = queue.parent
+
+    def top_level_queues(self) -> list[str]:
+        return sorted(q.id for q in self.queues.values() if q.parent is None)
+
+    # -- allocation: every change of who holds what goes through here ------------------
+
+    def allocate(self, job: Job, node_id: str, tasks: int) -> None:
+        node = self.nodes[node_id]
+        amount = job.per_task * tasks
+        job.placements[node_id] = job.placements.get(node_id, 0) + tasks
+        node.jobs[job.id] = node.jobs.get(job.id, 0) + tasks
+        node.allocated = node.allocated + amount
+        self._charge_queues(job, amount)
+        self.needs_cycle = True
+        queue = self.queues[job.queue]
+        queue.running.add(job.id)
+        self.node_index.update(node)
+
+    def release(self, job: Job, node_id: str, tasks: int) -> None:
+        """Frees `tasks` of the job's on a node (they finished, were preempted, or rolled back)."""
+        node = self.nodes[node_id]
+        amount = job.per_task * tasks
+        left = node.jobs.get(job.id, 0) - tasks
+        if left > 0:
+            node.jobs[job.id] = left
+        else:
+            node.jobs.pop(job.id, None)
+        node.allocated = node.allocated - amount
+        self._charge_queues(job, ZERO - amount)
+        if job.allocation.is_zero() or (not job.placements and not job.stopping):
+            self.queues[job.queue].running.discard(job.id)
+        self.node_index.update(node)
+        self.needs_cycle = True
+
+    def _charge_queues(self, job: Job, amount: Resources) -> None:
+        first = True
+        for queue in self.ancestors(job.queue):
+            if first:
+                queue.allocated = queue.allocated + amount
+                first = False
+            queue.subtree_allocated = queue.subtree_allocated + amount
+
+    def hold(self, job: Job, node_id: str, amount: Resources) -> None:
+        """Keeps `amount` on a node for `job` (freed for it by a preemption)."""
+        node = self.nodes[node_id]
+        job.held[node_id] = job.held.get(node_id, ZERO) + amount
+        node.held = node.held + amount
+        self.node_index.update(node)
+
+    def drop_holds(self, job: Job) -> None:
+        for node_id in sorted(job.held):
+            node = self.nodes.get(node_id)
+            if node is not None:
+                node.held = (node.held - job.held[node_id]).clamp_at_zero()
+                self.node_index.update(node)
+        job.held.clear()
+
+    # -- pending ------------------------------------------------------------------------
+
+    def enqueue(self, job: Job) -> None:
+        job.status = JobStatus.PENDING
+        job.placements.clear()
+        job.started_nodes.clear()
+        job.started_ts = None
+        self.queues[job.queue].pending.add(job)
+        self.needs_cycle = True
+
+    def dequeue(self, job: Job) -> None:
+        self.queues[job.queue].pending.remove(job)
+        job.blocked_since = None
+        job.pending_reason = None
+
+    def add_demand(self, job: Job) -> None:
+        queue = self.queues[job.queue]
+        queue.demand = queue.demand + job.request
+        queue.jobs += 1
+        self.fair_share_stale = True
+
+    def end(self, job: Job, status: JobStatus) -> None:
+        """The job is over: it leaves its queue's demand, its holds and the live job table."""
+        queue = self.queues[job.queue]
+        if job.status is JobStatus.PENDING:
+            self.dequeue(job)
+        queue.demand = queue.demand - job.request
+        queue.jobs -= 1
+        queue.running.discard(job.id)
+        self.drop_holds(job)
+        job.status = status
+        del self.jobs[job.id]
+        self.ended_jobs[job.id] = status
+        self.fair_share_stale = True
+        self.needs_cycle = True
+
+    def after_tasks_gone(self, job: Job) -> None:
+        """Called when some of a job's tasks stopped; decides what becomes of the job."""
+        if job.placements or job.stopping:
+            return
+        if job.status is JobStatus.CANCELLING:
+            self.end(job, JobStatus.CANCELLED)
+        elif job.status in (JobStatus.STOPPING, JobStatus.RUNNING):
+            self.queues[job.queue].running.discard(job.id)
+            self.enqueue(job)  # keeps its submission order, so its place in the queue
+
+    # -- timers -------------------------------------------------------------------------
+
+    def add_timer(self, due_ts: int, kind: str, ident: str) -> None:
+        heapq.heappush(self.timers, (due_ts, kind, ident))
+
+    def timers_due(self, now: int) -> bool:
+        return bool(self.timers) and self.timers[0][0] <= now
+
+    def pop_due_timers(self, now: int) -> list[tuple[int, str, str]]:
+        due = []
+        while self.timers and self.timers[0][0] <= now:
+            due.append(heapq.heappop(self.timers))
+        return due
