@@ -1,0 +1,71 @@
+"""Walking-skeleton behaviour of the pure core: fifo, quota and limit, binpack, gang, node loss."""
+
+from __future__ import annotations
+
+from tests.domain.harness import Cluster, event, job, node, queue
+
+
+def test_gang_job_is_placed_whole_or_not_at_all() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=16), node("n1", gpu=4), node("n2", gpu=4))
+    cluster.when(1, job("big", "a", gpu=2, tasks=5))
+    assert cluster.dispatched() == []
+    assert "no room" in (cluster.job("big").pending_reason or "")
+    cluster.when(2, node("n3", gpu=2))
+    assert sorted((c.node, c.tasks) for c in cluster.last) == [("n1", 2), ("n2", 2), ("n3", 1)]
+    assert {c.seq for c in cluster.last} == {cluster.seq}
+
+
+def test_binpack_fills_the_fullest_node_that_fits() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=16), node("n1", gpu=8), node("n2", gpu=8))
+    cluster.when(1, job("first", "a", gpu=6))
+    cluster.when(2, job("second", "a", gpu=2))
+    first, second = cluster.commands
+    assert second.node == first.node
+
+
+def test_fifo_blocked_head_stops_the_queue() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n1", gpu=4))
+    cluster.when(1, job("head", "a", gpu=8), job("small", "a", gpu=1))
+    assert cluster.dispatched() == []
+    assert cluster.state.queues["a"].stopped_by == "head"
+
+
+def test_limit_blocks_and_quota_sets_the_dispatch_reason() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=2, gpu_limit=3), node("n1", gpu=8))
+    cluster.when(1, job("in-quota", "a", gpu=2), job("over", "a", gpu=1), job("too-far", "a", gpu=1))
+    assert [(c.job, c.reason) for c in cluster.last] == [("in-quota", "quota"), ("over", "over_quota")]
+    assert "limit" in (cluster.job("too-far").pending_reason or "")
+
+
+def test_lost_node_requeues_its_jobs_keeping_their_place() -> None:
+    cluster = Cluster()
+    cluster.given(0, event("ClusterConfigured", heartbeat_timeout_s=10), queue("a", gpu_quota=8))
+    cluster.given(0, node("n1", gpu=1))
+    cluster.when(1000, job("early", "a"), job("late", "a"))
+    assert cluster.dispatched() == ["early"]
+    cluster.when(11_000, event("Tick"))
+    assert cluster.job("early").status.value == "pending"
+    cluster.when(12_000, node("n1", gpu=1))
+    assert cluster.dispatched() == ["early"]
+    assert cluster.last[0].attempt == 2
+
+
+def test_stale_attempt_reports_change_nothing() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n1", gpu=8))
+    cluster.when(1, job("j", "a"))
+    cluster.when(2, event("JobFinished", job="j", node="n1", attempt=7, outcome="succeeded"))
+    assert cluster.job("j").status.value == "running"
+    assert cluster.rejections == []
+
+
+def test_unknown_queue_and_job_are_refused_with_reasons() -> None:
+    cluster = Cluster()
+    cluster.given(0, node("n1"))
+    cluster.when(1, job("j", "missing"), event("JobCancelled", job="ghost"))
+    reasons = [reason for _, reason in cluster.rejections]
+    assert reasons == ["queue 'missing' does not exist", "job 'ghost' does not exist"]
