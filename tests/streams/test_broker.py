@@ -12,8 +12,6 @@ from aiokafka.admin import AIOKafkaAdminClient
 from streams.broker import create_topics
 from streams.topics import INGRESS, TOPICS
 
-pytestmark = pytest.mark.kafka
-
 
 class _AbortTransactionError(Exception):
     """Raised inside a transaction to make aiokafka abort it."""
@@ -58,6 +56,7 @@ def test_topic_constants() -> None:
     assert all(name.startswith("quotaflow.") for name in TOPICS)
 
 
+@pytest.mark.kafka
 async def test_create_topics_is_idempotent(kafka_bootstrap: str) -> None:
     await create_topics(kafka_bootstrap)
     await create_topics(kafka_bootstrap)  # TopicAlreadyExists is not an error
@@ -73,6 +72,7 @@ async def test_create_topics_is_idempotent(kafka_bootstrap: str) -> None:
     assert all(len(topic["partitions"]) == 1 for topic in described)
 
 
+@pytest.mark.kafka
 async def test_committed_transaction_is_read_committed(kafka_bootstrap: str) -> None:
     topic = _unique("test.committed")
     await create_topics(kafka_bootstrap, {topic: 1})
@@ -89,6 +89,7 @@ async def test_committed_transaction_is_read_committed(kafka_bootstrap: str) -> 
     assert values == [b"submitted", b"admitted"]
 
 
+@pytest.mark.kafka
 async def test_aborted_transaction_is_invisible_to_read_committed(kafka_bootstrap: str) -> None:
     topic = _unique("test.aborted")
     await create_topics(kafka_bootstrap, {topic: 1})
