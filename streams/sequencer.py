@@ -1,0 +1,498 @@
+"""The scheduler process: sequences ingress events into the journal and emits commands, exactly once (I/O shell).
+
+One loop: read a batch from the three ingress topics; inside ONE Kafka transaction decode,
+admit, number (`seq`) and stamp (`ts`) each input, append the accepted ones to the journal,
+send the refused ones to quotaflow.rejected, run the group's scheduling cycle, send its
+commands, and commit the consumer offsets. Everything the core decides lives in `domain/`;
+this module only moves bytes and keeps the transaction boundaries. See docs/scheduler.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.errors import ProducerFenced
+from aiokafka.structs import OffsetAndMetadata
+
+from domain.codec import DecodeError, decode_ingress, decode_journal, encode_command, encode_journal
+from domain.commands import Rejected
+from domain.decider import admit, apply, close_group, fold, initial_state
+from domain.events import Event, JournalRecord, Tick
+from domain.plugins import DEFAULT_PLUGINS, Plugins
+from domain.state import State
+from streams.kafka_io import (
+    Topics,
+    dumps,
+    ensure_topics,
+    now_ms,
+    partitions_of,
+    read_committed_consumer,
+    read_to_end,
+    transactional_producer,
+)
+
+__all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
+
+log = logging.getLogger("quotaflow.scheduler")
+
+MAX_BATCH = 500  # inputs per transaction: bounds how much one abort throws away
+REBUILD_TIMEOUT_S = 60
+
+InputKey = tuple[str, int, int]  # topic, partition, offset
+
+
+class SchedulerFenced(Exception):
+    """A newer scheduler with the same transactional id took over; this one must stop."""
+
+
+class _CoreFailure(Exception):
+    """The core raised while applying an accepted input: that input is poisoned."""
+
+    def __init__(self, key: InputKey, error: BaseException) -> None:
+        super().__init__(f"{key}: {error!r}")
+        self.key = key
+        self.error = error
+
+
+class _CycleFailure(Exception):
+    """The core raised while running a cycle: no single input is known to be at fault."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+@dataclass(slots=True)
+class BatchOutcome:
+    """What one committed batch did (for logs and tests)."""
+
+    journaled: int = 0
+    rejected: int = 0
+    commands: int = 0
+    ts: int = 0
+    last_seq: int = 0
+    aborted: bool = False  # Kafka failed the transaction; inputs were sought back to re-read
+
+
+@dataclass(slots=True)
+class _Pending:
+    """Sends of the open transaction, awaited before it commits so delivery errors surface."""
+
+    futures: list[asyncio.Future[Any]] = field(default_factory=list)
+
+    def add(self, future: asyncio.Future[Any]) -> None:
+        # An aborted transaction never awaits its sends; mark their errors as seen so they
+        # do not reach the event loop's "exception was never retrieved" log.
+        future.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self.futures.append(future)
+
+
+class Scheduler:
+    """One cluster's sequencer: owns the journal's next seq and ts and the scheduler's state."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        cluster: str = "default",
+        topic_prefix: str = "",
+        *,
+        plugins: Plugins = DEFAULT_PLUGINS,
+        clock: Callable[[], int] = now_ms,
+        max_batch: int = MAX_BATCH,
+        create_topics: bool = True,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.cluster = cluster
+        self.topics = Topics.for_prefix(topic_prefix)
+        # The prefix namespaces the ids too, so isolated runs on one broker never fence each other.
+        self.transactional_id = f"{topic_prefix}quotaflow-scheduler-{cluster}"
+        self.group_id = f"{topic_prefix}quotaflow-scheduler-{cluster}"
+        self.plugins = plugins
+        self.clock = clock
+        self.max_batch = max_batch
+        self.create_topics = create_topics
+        self.state: State = initial_state()
+        self.committed_seq = 0  # the last seq known committed: a rebuild must reach it
+        self._key = cluster.encode()
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._partitions: list[TopicPartition] = []
+        self._needs_recovery = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Takes over the transactional id (fencing any older instance), rebuilds, seeks."""
+        if self.create_topics:
+            await ensure_topics(self.bootstrap, self.topics)
+        # init_transactions first: it aborts a dead predecessor's open transaction and waits
+        # for its commit markers, so the journal and offsets read next are final.
+        self._producer = transactional_producer(self.bootstrap, self.transactional_id)
+        await self._producer.start()
+        self._consumer = read_committed_consumer(self.bootstrap, self.group_id)
+        await self._consumer.start()
+        # Manual assignment: one scheduler per cluster, fenced by its transactional id, so a
+        # group rebalance would only add pauses. The group id still stores the offsets.
+        self._partitions = await partitions_of(self.bootstrap, self.topics.ingress)
+        self._consumer.assign(self._partitions)
+        await self.rebuild()
+        await self._seek_committed()
+        log.info(
+            "scheduler %s started: journal at seq %d ts %d, reading %s",
+            self.cluster,
+            self.state.seq,
+            self.state.ts,
+            ", ".join(self.topics.ingress),
+        )
+
+    async def stop(self) -> None:
+        for client in (self._consumer, self._producer):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.stop()
+        self._consumer = self._producer = None
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Runs until `stop` is set or a newer instance fences this one."""
+        stop = stop or asyncio.Event()
+        try:
+            await self.start()
+            while not stop.is_set():
+                try:
+                    await self.step()
+                except SchedulerFenced:
+                    raise
+                except Exception:
+                    # Never sequence on a state that may disagree with the journal: the next
+                    # step first rebuilds it and seeks the inputs back to the committed offsets.
+                    log.exception("scheduler step failed; recovering from the journal")
+                    self._needs_recovery = True
+                    await asyncio.sleep(1)
+        except SchedulerFenced:
+            log.warning(
+                "scheduler %s fenced: another instance with transactional id %s took over; exiting",
+                self.cluster,
+                self.transactional_id,
+            )
+        finally:
+            await self.stop()
+
+    async def step(self) -> BatchOutcome | None:
+        """Reads one batch (waiting up to tick_ms) and sequences it, or appends a Tick."""
+        if self._needs_recovery:
+            await self._recover(seek=True)
+            self._needs_recovery = False
+        consumer = self._require_consumer()
+        tick_ms = self.state.cluster.tick_ms
+        batch = await consumer.getmany(timeout_ms=tick_ms, max_records=self.max_batch)
+        inputs = [record for tp in sorted(batch) for record in batch[tp]]
+        outcome = None
+        if inputs:
+            outcome = await self._sequence(inputs)
+        if (outcome is None or outcome.journaled == 0) and self.clock() - self.state.ts >= tick_ms:
+            # Time only enters the journal through records: a Tick lets timers and heartbeat
+            # expiry fire while nothing else happens.
+            outcome = await self._tick()
+        return outcome
+
+    # -- rebuild --------------------------------------------------------------------------
+
+    async def rebuild(self) -> None:
+        """State from the journal alone: fold every committed record, then close the group.
+
+        The commands this emits were produced in the same transactions as the journal
+        records, so they are discarded here.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REBUILD_TIMEOUT_S
+        while True:
+            state = initial_state()
+            read = await read_to_end(self.bootstrap, self.topics.journal)
+            for raw in read[self.topics.journal]:
+                if raw.key != self._key or raw.value is None:
+                    continue  # another cluster's record on a shared journal
+                state, _ = fold(state, decode_journal(raw.value), self.plugins)
+            state, _ = close_group(state, self.plugins)
+            # Commit markers are written just after a commit returns; until they land the
+            # last stable offset can stop short of our own last batch.
+            if state.seq >= self.committed_seq:
+                break
+            if loop.time() > deadline:
+                raise RuntimeError(
+                    f"journal ends at seq {state.seq} but seq {self.committed_seq} was committed"
+                )
+            await asyncio.sleep(0.1)
+        self.state = state
+        self.committed_seq = state.seq
+
+    async def _seek_committed(self) -> None:
+        consumer = self._require_consumer()
+        for tp in self._partitions:
+            offset = await consumer.committed(tp)
+            if offset is None:
+                await consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, offset)
+
+    async def _recover(self, seek: bool) -> None:
+        """After an aborted transaction: state back to the journal, inputs back to the offsets."""
+        await self.rebuild()
+        if seek:
+            await self._seek_committed()
+
+    # -- sequencing -----------------------------------------------------------------------
+
+    async def _sequence(self, inputs: list[ConsumerRecord[bytes, bytes]]) -> BatchOutcome:
+        """Sequences a batch, isolating any input the core cannot apply."""
+        poisoned: dict[InputKey, str] = {}
+        queue: list[list[ConsumerRecord[bytes, bytes]]] = [inputs]
+        total = BatchOutcome()
+        while queue:
+            batch = queue.pop(0)
+            try:
+                outcome = await self._transact(batch, poisoned)
+            except _CoreFailure as failure:
+                log.exception("internal error applying %s; rejecting it", _where_key(failure.key))
+                poisoned[failure.key] = f"internal error: {failure.error!r}"
+                await self._recover(seek=False)
+                queue.insert(0, batch)
+                continue
+            except _CycleFailure as failure:
+                await self._recover(seek=False)
+                live = [r for r in batch if _key_of(r) not in poisoned]
+                if len(live) > 1:
+                    log.warning(
+                        "cycle failed (%r); retrying the batch input by input", failure.error
+                    )
+                    queue[:0] = [[record] for record in batch]
+                elif live:
+                    log.exception("internal error in the cycle after %s", _where(live[0]))
+                    poisoned[_key_of(live[0])] = f"internal error: {failure.error!r}"
+                    queue.insert(0, batch)
+                else:
+                    # Unreachable while the core only cycles after an accepted input; if it
+                    # ever happens, read the inputs again rather than drop them.
+                    log.error("cycle failed with no input to blame: %r", failure.error)
+                    await self._recover(seek=True)
+                    break
+                continue
+            if outcome.aborted:
+                break  # the consumer was sought back: these inputs will be read again
+            total.journaled += outcome.journaled
+            total.rejected += outcome.rejected
+            total.commands += outcome.commands
+            total.ts, total.last_seq = outcome.ts, outcome.last_seq
+        return total
+
+    async def _tick(self) -> BatchOutcome | None:
+        try:
+            return await self._transact([], {}, tick=True)
+        except (_CoreFailure, _CycleFailure) as failure:
+            log.error("internal error on tick: %r; state rebuilt from the journal", failure)
+            await self._recover(seek=False)
+            return None
+
+    async def _transact(
+        self,
+        inputs: Sequence[ConsumerRecord[bytes, bytes]],
+        poisoned: dict[InputKey, str],
+        *,
+        tick: bool = False,
+    ) -> BatchOutcome:
+        """One transaction: journal records, rejections, commands and offsets, or none of them."""
+        producer = self._require_producer()
+        # Never reuse a ts: a later batch would otherwise join the previous group on replay.
+        ts = max(self.clock(), self.state.ts + 1)
+        outcome = BatchOutcome(ts=ts)
+        pending = _Pending()
+        try:
+            async with producer.transaction():
+                for record in inputs:
+                    await self._sequence_one(record, ts, poisoned, pending, outcome)
+                if tick:
+                    await self._journal(Tick(), ts, pending)
+                    self._apply(Tick(), ts, None)
+                    outcome.journaled += 1
+                try:
+                    self.state, commands = close_group(self.state, self.plugins)
+                except Exception as exc:
+                    raise _CycleFailure(exc) from exc
+                for command in commands:
+                    pending.add(
+                        await producer.send(
+                            self.topics.commands,
+                            encode_command(command),
+                            key=command.node.encode(),
+                        )
+                    )
+                outcome.commands = len(commands)
+                offsets = _next_offsets(inputs)
+                if offsets:
+                    await producer.send_offsets_to_transaction(offsets, self.group_id)
+                await asyncio.gather(*pending.futures)
+        except (_CoreFailure, _CycleFailure):
+            raise
+        except ProducerFenced as exc:
+            raise SchedulerFenced(str(exc)) from exc
+        except Exception as exc:
+            # A fatal producer state means our epoch is gone: a newer instance owns the id.
+            if _is_fatal(producer):
+                raise SchedulerFenced(repr(exc)) from exc
+            # Anything else (broker unavailable, timeout): the transaction's outcome is in the
+            # journal and the committed offsets, so read them back and carry on from there.
+            log.warning("transaction failed (%r); rebuilding from the journal", exc)
+            await self._recover(seek=True)
+            return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
+        self.committed_seq = self.state.seq
+        outcome.last_seq = self.state.seq
+        log.debug(
+            "batch ts %d: %d journaled (to seq %d), %d rejected, %d commands",
+            ts,
+            outcome.journaled,
+            outcome.last_seq,
+            outcome.rejected,
+            outcome.commands,
+        )
+        return outcome
+
+    async def _sequence_one(
+        self,
+        record: ConsumerRecord[bytes, bytes],
+        ts: int,
+        poisoned: dict[InputKey, str],
+        pending: _Pending,
+        outcome: BatchOutcome,
+    ) -> None:
+        key = _key_of(record)
+        reason = poisoned.get(key)
+        event: Event | None = None
+        if reason is None:
+            try:
+                event = decode_ingress(self.topics.logical(record.topic), record.value or b"")
+                reason = admit(self.state, event)
+            except DecodeError as exc:
+                reason = str(exc)
+            except Exception as exc:
+                raise _CoreFailure(key, exc) from exc
+        if reason is not None or event is None:
+            await self._reject(record, ts, reason or "refused", pending)
+            outcome.rejected += 1
+            return
+        await self._journal(event, ts, pending)
+        self._apply(event, ts, key)
+        outcome.journaled += 1
+
+    async def _journal(self, event: Event, ts: int, pending: _Pending) -> None:
+        record = JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
+        pending.add(
+            await self._require_producer().send(
+                self.topics.journal, encode_journal(record), key=self._key
+            )
+        )
+
+    def _apply(self, event: Event, ts: int, key: InputKey | None) -> None:
+        try:
+            apply(self.state, event, self.state.seq + 1, ts)
+        except Exception as exc:
+            if key is None:
+                raise _CycleFailure(exc) from exc
+            raise _CoreFailure(key, exc) from exc
+
+    async def _reject(
+        self, record: ConsumerRecord[bytes, bytes], ts: int, reason: str, pending: _Pending
+    ) -> None:
+        text = (record.value or b"").decode("utf-8", "replace")
+        wire = Rejected(ts=ts, input=text, reason=reason).to_wire()
+        # Where it came from, so an operator can find the original record.
+        wire.update(topic=record.topic, partition=record.partition, offset=record.offset)
+        log.info("rejected %s: %s", _where(record), reason)
+        pending.add(await self._require_producer().send(self.topics.rejected, dumps(wire)))
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _require_producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("scheduler not started")
+        return self._producer
+
+    def _require_consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("scheduler not started")
+        return self._consumer
+
+
+def _is_fatal(producer: AIOKafkaProducer) -> bool:
+    manager = producer._txn_manager
+    return manager is not None and bool(manager.is_fatal_error())
+
+
+def _key_of(record: ConsumerRecord[bytes, bytes]) -> InputKey:
+    return (record.topic, record.partition, record.offset)
+
+
+def _where_key(key: InputKey) -> str:
+    return f"{key[0]}[{key[1]}]@{key[2]}"
+
+
+def _where(record: ConsumerRecord[bytes, bytes]) -> str:
+    return _where_key(_key_of(record))
+
+
+def _next_offsets(
+    inputs: Sequence[ConsumerRecord[bytes, bytes]],
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    offsets: dict[TopicPartition, int] = {}
+    for record in inputs:
+        tp = TopicPartition(record.topic, record.partition)
+        offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
+    return {tp: OffsetAndMetadata(offset, "") for tp, offset in offsets.items()}
+
+
+async def run_scheduler(
+    bootstrap: str,
+    cluster: str = "default",
+    topic_prefix: str = "",
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance."""
+    await Scheduler(bootstrap, cluster, topic_prefix).run(stop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m streams.sequencer", description="Run the QuotaFlow scheduler."
+    )
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers")
+    parser.add_argument("--cluster", default="default", help="cluster id (journal key)")
+    parser.add_argument("--topic-prefix", default="", help="prefix for every topic name")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await run_scheduler(args.bootstrap, args.cluster, args.topic_prefix, stop)
+
+    asyncio.run(_main())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
