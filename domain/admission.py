@@ -15,12 +15,38 @@ def limit_breach(state: State, job: Job, amount: Resources) -> str | None:
     return None
 
 
+def own_quota(state: State, queue_id: str) -> tuple[int, int, int]:
+    """What a queue's own jobs deserve: its quota less its children's (CONTRACT section 6)."""
+    queue = state.queues[queue_id]
+    return queue.quota.own_quota([state.queues[c].quota for c in queue.children])
+
+
 def quota_breach(state: State, job: Job, amount: Resources) -> str | None:
-    """Why `amount` more would take the job's own queue beyond its deserved quota, if it would."""
+    """Why `amount` more would take the job's own queue beyond its deserved quota, if it would.
+
+    A parent's own jobs count against what its quota leaves after its children's quotas, so
+    that guarantees handed down to children are never used up by the parent's own jobs.
+    """
     queue = state.queues[job.queue]
-    breach = queue.quota.quota_breach(queue.allocated + amount)
+    own = own_quota(state, queue.id) if queue.children else None
+    breach = queue.quota.quota_breach(queue.allocated + amount, own)
     if breach is not None:
         return f"queue {queue.id} would exceed its deserved quota ({breach})"
+    return None
+
+
+def protected_breach(state: State, job: Job, amount: Resources) -> str | None:
+    """Why `amount` more of non-preemptible work would exceed the queue's deserved quota.
+
+    Only non-preemptible work (interactive included) is counted: the queue's preemptible jobs
+    beyond quota are what reclaim and interactive preemption take back, so they do not stop
+    a notebook from starting on an idle GPU (docs/quotas.md).
+    """
+    queue = state.queues[job.queue]
+    own = own_quota(state, queue.id) if queue.children else None
+    breach = queue.quota.quota_breach(queue.protected + amount, own)
+    if breach is not None:
+        return f"queue {queue.id} would exceed its deserved quota ({breach} non-preemptible)"
     return None
 
 
@@ -35,7 +61,7 @@ def admission_breach(state: State, job: Job, tasks: int) -> str | None:
     if breach is not None:
         return breach
     if not job.preemptible:
-        breach = quota_breach(state, job, amount)
+        breach = protected_breach(state, job, amount)
         if breach is not None:
             kind = "interactive" if job.interactive else "non-preemptible"
             return f"{kind} jobs run only within deserved quota: {breach}"

@@ -54,6 +54,8 @@ def _(event: QueueConfigured, state: State, seq: int, ts: int) -> None:
         _attach(state, queue)
     else:
         if queue.parent != event.parent:
+            if queue.parent is not None:
+                state.fair_share_dirty.add(queue.parent)  # it lost a claimant
             _move_subtree(state, queue, event.parent)
         # A policy change applies to pending jobs at once; running jobs are untouched.
         queue.priority = event.priority
@@ -62,6 +64,7 @@ def _(event: QueueConfigured, state: State, seq: int, ts: int) -> None:
         queue.preemption = event.preemption
         queue.config = event
     state.fair_share_stale = True
+    state.fair_share_dirty.add(queue.id)
     state.needs_cycle = True
 
 
@@ -90,6 +93,8 @@ def _(event: QueueDeleted, state: State, seq: int, ts: int) -> None:
     queue = state.queues.pop(event.queue)
     if queue.parent is not None:
         state.queues[queue.parent].children.remove(queue.id)
+        state.fair_share_dirty.add(queue.parent)
+    state.fair_share_dirty.discard(queue.id)
     state.fair_share_stale = True
 
 
@@ -193,6 +198,9 @@ def _(event: JobStarted, state: State, seq: int, ts: int) -> None:
 def _(event: JobFinished, state: State, seq: int, ts: int) -> None:
     job = _current(state, event.job, event.attempt)
     if job is None:
+        # Tasks of an earlier attempt that were being stopped (e.g. after a consolidation
+        # move) may end on their own before the agent acknowledges the Preempt.
+        _stopped(state, event.job, event.node, event.attempt)
         return
     tasks = job.placements.pop(event.node, 0)
     stopping = job.stopping.pop(event.node, None)
@@ -201,21 +209,32 @@ def _(event: JobFinished, state: State, seq: int, ts: int) -> None:
     if tasks == 0:
         return
     state.release(job, event.node, tasks)
+    job.finishing = True  # an elastic job winding down must not expand again
     if event.outcome == "failed":
         job.pending_reason = f"failed on {event.node}"
     if not job.placements and not job.stopping:
         failed = event.outcome == "failed" or job.pending_reason is not None
         state.end(job, JobStatus.FAILED if failed else JobStatus.FINISHED)
+    elif not job.placements and all(stop.attempt < job.attempt for stop in job.stopping.values()):
+        # Done, but a consolidation move's old tasks are still stopping: the job ends (and is
+        # not requeued) once the last of them is reported gone.
+        failed = event.outcome == "failed" or job.pending_reason is not None
+        job.status = JobStatus.FAILED if failed else JobStatus.FINISHED
 
 
 @_evolve.register
 def _(event: JobPreempted, state: State, seq: int, ts: int) -> None:
-    job = state.jobs.get(event.job)
+    _stopped(state, event.job, event.node, event.attempt)
+
+
+def _stopped(state: State, job_id: str, node_id: str, attempt: int) -> None:
+    """The tasks of `attempt` being stopped on the node are gone: free what they held."""
+    job = state.jobs.get(job_id)
     if job is None:
         return
-    stopping = job.stopping.get(event.node)
-    if stopping is None or stopping.attempt != event.attempt:
+    stopping = job.stopping.get(node_id)
+    if stopping is None or stopping.attempt != attempt:
         return
-    del job.stopping[event.node]
-    state.release(job, event.node, stopping.tasks)
+    del job.stopping[node_id]
+    state.release(job, node_id, stopping.tasks)
     state.after_tasks_gone(job)

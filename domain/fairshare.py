@@ -84,32 +84,66 @@ def share_level(amount: float, claimants: list[Claimant]) -> None:
         water_fill(spare, idle, [1.0] * len(idle))
 
 
-def recompute(state: State) -> None:
-    """Sets every queue's fair_share and own_fair_share from capacity, config and demand."""
-    demand: dict[str, tuple[float, float, float]] = {}
-    for queue_id in _bottom_up(state):
-        queue = state.queues[queue_id]
-        totals: list[float] = [float(x) for x in queue.demand.as_tuple()]
-        for child_id in queue.children:
-            child = demand[child_id]
-            for r in range(3):
-                totals[r] += child[r]
-        demand[queue_id] = (
-            _capped(queue, 0, totals[0]),
-            _capped(queue, 1, totals[1]),
-            _capped(queue, 2, totals[2]),
-        )
+def recompute(state: State, full: bool = False) -> None:
+    """Sets fair_share and own_fair_share from capacity, configuration and demand.
+
+    Incremental: only queues whose own demand or configuration changed (state.fair_share_dirty)
+    and their ancestors are re-aggregated, and a level is re-shared only where its inputs may
+    have changed: a subtree whose share from above is unchanged and in which nothing changed
+    keeps every result, since the results are a deterministic function of exactly those
+    inputs. The outcome is therefore identical to a full walk (`full=True`).
+    """
+    full = full or state.fair_share_full
+    touched = set(state.queues) if full else _with_ancestors(state, state.fair_share_dirty)
+    for queue_id in _deepest_first(state, touched):
+        _aggregate(state, state.queues[queue_id])
     capacity = state.capacity.as_tuple()
     top = state.top_level_queues()
     shares: list[list[float]] = [[0.0, 0.0, 0.0] for _ in top]
     for r in range(3):
-        claimants = [_claimant(state.queues[q], r, demand[q][r]) for q in top]
+        claimants = [_claimant(state.queues[q], r) for q in top]
         share_level(float(capacity[r]), claimants)
         for i, claimant in enumerate(claimants):
             shares[i][r] = claimant.given
-    for queue_id, share in zip(top, shares, strict=True):
-        _descend(state, queue_id, share, demand)
+    work = [(q, (s[0], s[1], s[2])) for q, s in zip(top, shares, strict=True)]
+    while work:
+        queue_id, share = work.pop()
+        work.extend(_descend(state, queue_id, share, touched))
+    state.fair_share_dirty.clear()
+    state.fair_share_full = False
     state.fair_share_stale = False
+
+
+def _with_ancestors(state: State, dirty: set[str]) -> set[str]:
+    touched: set[str] = set()
+    for queue_id in sorted(dirty):
+        if queue_id not in state.queues:
+            continue  # deleted since; its parent was marked instead
+        for queue in state.ancestors(queue_id):
+            if queue.id in touched:
+                break
+            touched.add(queue.id)
+    return touched
+
+
+def _deepest_first(state: State, queue_ids: set[str]) -> list[str]:
+    """Children before parents, so each aggregate reads its children's fresh ones."""
+    depth = {q: sum(1 for _ in state.ancestors(q)) for q in queue_ids}
+    return sorted(queue_ids, key=lambda q: (-depth[q], q))
+
+
+def _aggregate(state: State, queue: Queue) -> None:
+    """Subtree demand (own jobs' requests plus children's), each level capped by its limit."""
+    totals: list[float] = [float(x) for x in queue.demand.as_tuple()]
+    for child_id in queue.children:
+        child = state.queues[child_id].capped_demand
+        for r in range(3):
+            totals[r] += child[r]
+    queue.capped_demand = (
+        _capped(queue, 0, totals[0]),
+        _capped(queue, 1, totals[1]),
+        _capped(queue, 2, totals[2]),
+    )
 
 
 def _capped(queue: Queue, r: int, amount: float) -> float:
@@ -117,50 +151,42 @@ def _capped(queue: Queue, r: int, amount: float) -> float:
     return amount if cap is None else min(amount, float(cap))
 
 
-def _claimant(queue: Queue, r: int, demand: float) -> Claimant:
+def _claimant(queue: Queue, r: int) -> Claimant:
     quota = queue.quota.quota[r]
-    return Claimant(queue.id, float(quota), demand, queue.quota.weight[r], queue.priority)
+    return Claimant(
+        queue.id, float(quota), queue.capped_demand[r], queue.quota.weight[r], queue.priority
+    )
 
 
-def _own_claimant(queue: Queue, r: int, children_quota: float) -> Claimant:
-    quota = queue.quota.quota[r]
-    own_quota = float(UNLIMITED) if quota == UNLIMITED else max(0.0, quota - children_quota)
-    weight = 1.0 if own_quota in (0.0, float(UNLIMITED)) else own_quota
-    return Claimant(OWN, own_quota, float(queue.demand.as_tuple()[r]), weight, 0)
+def _own_claimant(queue: Queue, r: int, own_quota: int) -> Claimant:
+    quota = float(own_quota)
+    weight = 1.0 if own_quota in (0, UNLIMITED) else quota
+    return Claimant(OWN, quota, float(queue.demand.as_tuple()[r]), weight, 0)
 
 
 def _descend(
-    state: State, queue_id: str, share: list[float], demand: dict[str, tuple[float, float, float]]
-) -> None:
+    state: State, queue_id: str, share: tuple[float, float, float], touched: set[str]
+) -> list[tuple[str, tuple[float, float, float]]]:
+    """Sets one queue's shares; returns its children with theirs, or nothing when unchanged."""
     queue = state.queues[queue_id]
-    queue.fair_share = (share[0], share[1], share[2])
+    if queue_id not in touched and queue.fair_share == share:
+        return []
+    queue.fair_share = share
     if not queue.children:
-        queue.own_fair_share = queue.fair_share
-        return
-    child_shares: list[list[float]] = [[0.0, 0.0, 0.0] for _ in queue.children]
+        queue.own_fair_share = share
+        return []
+    children = [state.queues[c] for c in queue.children]
+    own_quota = queue.quota.own_quota([c.quota for c in children])
+    child_shares: list[list[float]] = [[0.0, 0.0, 0.0] for _ in children]
     own = [0.0, 0.0, 0.0]
     for r in range(3):
-        children = [state.queues[c] for c in queue.children]
-        quotas = sum(max(0, c.quota.quota[r]) for c in children)
-        claimants = [_own_claimant(queue, r, quotas)]
-        claimants += [_claimant(c, r, demand[c.id][r]) for c in children]
+        claimants = [_own_claimant(queue, r, own_quota[r])]
+        claimants += [_claimant(c, r) for c in children]
         share_level(share[r], claimants)
         own[r] = claimants[0].given
         for i, claimant in enumerate(claimants[1:]):
             child_shares[i][r] = claimant.given
     queue.own_fair_share = (own[0], own[1], own[2])
-    for child_id, child_share in zip(queue.children, child_shares, strict=True):
-        _descend(state, child_id, child_share, demand)
-
-
-def _bottom_up(state: State) -> list[str]:
-    order: list[str] = []
-
-    def visit(queue_id: str) -> None:
-        for child in state.queues[queue_id].children:
-            visit(child)
-        order.append(queue_id)
-
-    for top in state.top_level_queues():
-        visit(top)
-    return order
+    return [
+        (child.id, (cs[0], cs[1], cs[2])) for child, cs in zip(children, child_shares, strict=True)
+    ]

@@ -28,14 +28,17 @@ class QuotaSpec:
     quota: tuple[int, int, int] = (0, 0, 0)
     limit: tuple[int | None, int | None, int | None] = (None, None, None)
     weight: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    managed: tuple[bool, bool, bool] = (True, True, True)  # False: the queue never mentions it
 
     @staticmethod
     def from_config(config: QueueConfigured) -> QuotaSpec:
         quotas: list[int] = []
         limits: list[int | None] = []
         weights: list[float] = []
+        managed: list[bool] = []
         for name in RESOURCE_NAMES:
             spec: QueueResource | None = config.resources.get(name)  # type: ignore[call-overload]
+            managed.append(spec is not None)
             if spec is None:
                 quotas.append(0)
                 limits.append(None)
@@ -60,7 +63,21 @@ class QuotaSpec:
             (quotas[0], quotas[1], quotas[2]),
             (limits[0], limits[1], limits[2]),
             (weights[0], weights[1], weights[2]),
+            (managed[0], managed[1], managed[2]),
         )
+
+    def own_quota(self, children: list[QuotaSpec]) -> tuple[int, int, int]:
+        """The deserved quota of the queue's own jobs: what its quota leaves after its
+        children's (unlimited when its quota is), per resource."""
+        own: list[int] = []
+        for index in range(3):
+            quota = self.quota[index]
+            if quota == UNLIMITED:
+                own.append(UNLIMITED)
+            else:
+                given = sum(max(0, child.quota[index]) for child in children)
+                own.append(max(0, quota - given))
+        return (own[0], own[1], own[2])
 
     def within_limit(self, amount: Resources) -> bool:
         for index, value in enumerate(amount.as_tuple()):
@@ -70,11 +87,7 @@ class QuotaSpec:
         return True
 
     def within_quota(self, amount: Resources) -> bool:
-        for index, value in enumerate(amount.as_tuple()):
-            deserved = self.quota[index]
-            if deserved != UNLIMITED and value > deserved:
-                return False
-        return True
+        return self.quota_breach(amount) is None
 
     def limit_breach(self, amount: Resources) -> str | None:
         """Names the first resource over its limit, e.g. 'gpu 5 > limit 4'."""
@@ -84,10 +97,16 @@ class QuotaSpec:
                 return f"{RESOURCE_NAMES[index]} {_show(index, value)} > limit {_show(index, cap)}"
         return None
 
-    def quota_breach(self, amount: Resources) -> str | None:
+    def quota_breach(
+        self, amount: Resources, quota: tuple[int, int, int] | None = None
+    ) -> str | None:
+        """Names the first managed resource over `quota` (default: the queue's own quota)."""
+        deserved_all = self.quota if quota is None else quota
         for index, value in enumerate(amount.as_tuple()):
-            deserved = self.quota[index]
-            if deserved != UNLIMITED and value > deserved:
+            deserved = deserved_all[index]
+            if not self.managed[index] or deserved == UNLIMITED:
+                continue
+            if value > deserved:
                 return f"{RESOURCE_NAMES[index]} {_show(index, value)} > quota {_show(index, deserved)}"
         return None
 

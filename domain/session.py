@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from domain.admission import admission_breach, within_quota
 from domain.commands import Dispatch, NodeCommand, Preempt, PreemptReason
 from domain.placement import PlacementStrategy, Plan, find_placement, largest_free
+from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, Queue, State, Stopping
 
 if TYPE_CHECKING:
@@ -80,6 +81,21 @@ class Session:
     ts: int
     commands: list[NodeCommand] = field(default_factory=list)
     placed: list[Job] = field(default_factory=list)  # left pending lists after the cycle
+    # Per-cycle caches of plug-ins (e.g. reclaim's in-flight amounts), keyed by plug-in name.
+    memo: dict[str, object] = field(default_factory=dict, repr=False)
+    # Shapes (selector, per-task request, tasks) that found no room in this cycle, valid while
+    # state.freed is unchanged: free capacity only shrinks meanwhile, so any job with the same
+    # selector (or none) asking at least as much per task for at least as many tasks cannot
+    # fit either. Keeps a round-robin scan over a full cluster cheap without changing a decision.
+    _no_room: dict[tuple[tuple[str, str], ...], list[tuple[Resources, int]]] = field(
+        default_factory=dict, repr=False
+    )
+    _no_room_freed: int = field(default=-1, repr=False)
+    # The same reason text for the same shape while no node changed (node_index.version):
+    # formatting it is most of what a blocked try costs on a full cluster.
+    _reasons: dict[tuple[tuple[tuple[str, str], ...], Resources, int], tuple[int, str]] = field(
+        default_factory=dict, repr=False
+    )
 
     # -- plug-ins -----------------------------------------------------------------------
 
@@ -103,14 +119,49 @@ class Session:
         breach = admission_breach(self.state, job, tasks)
         if breach is not None:
             return Attempt(reason=breach)
+        if not job.held and self._known_no_room(job, tasks):
+            return Attempt(reason=self._capacity_reason(job, tasks))
         plan = find_placement(self.state, job, tasks, self.placement())
         if plan is None:
+            if not job.held:  # what is held for a job widens its room; not a general shape
+                self._remember_no_room(job, tasks)
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
+
+    def _known_no_room(self, job: Job, tasks: int) -> bool:
+        if self._no_room_freed != self.state.freed:
+            self._no_room.clear()
+            self._no_room_freed = self.state.freed
+            return False
+        for selector in ((), job.node_selector) if job.node_selector else ((),):
+            for per_task, failed_tasks in self._no_room.get(selector, ()):
+                if failed_tasks <= tasks and per_task.fits_in(job.per_task):
+                    return True
+        return False
+
+    def _remember_no_room(self, job: Job, tasks: int) -> None:
+        shapes = self._no_room.setdefault(job.node_selector, [])
+        # Keep only the smallest shapes: one that the new shape covers says nothing more.
+        shapes[:] = [
+            (per_task, failed_tasks)
+            for per_task, failed_tasks in shapes
+            if not (tasks <= failed_tasks and job.per_task.fits_in(per_task))
+        ]
+        shapes.append((job.per_task, tasks))
 
     def _capacity_reason(self, job: Job, tasks: int) -> str:
         if job.held and job.awaiting:
             return f"waiting for preempted jobs to stop: {', '.join(sorted(job.awaiting))}"
+        key = (job.node_selector, job.per_task, tasks)
+        version = self.state.node_index.version
+        cached = self._reasons.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        reason = self._no_room_reason(job, tasks)
+        self._reasons[key] = (version, reason)
+        return reason
+
+    def _no_room_reason(self, job: Job, tasks: int) -> str:
         largest = largest_free(self.state)
         if largest is None:
             return "no live nodes"
@@ -247,7 +298,14 @@ class Session:
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
         """Finds the least disruptive victims under `rule` that let the job run, stops them and
-        holds what they free for the job. Issues nothing unless the job can then be placed."""
+        holds what they free for the job. Issues nothing unless the job can then be placed.
+
+        Victims are taken in steps (a whole job, or, cheaper, one halving of an elastic job
+        towards min_tasks), least disruption first. A placement is only simulated once the
+        room freed, counted incrementally per node, could hold the job; minimising then drops
+        unneeded steps, newest choices kept, each check O(nodes it touches) before any fit.
+        See docs/preemption.md.
+        """
         candidates = [
             victim
             for queue_id in rule.candidate_queues(self, job)
@@ -256,36 +314,201 @@ class Session:
         ]
         if not candidates:
             return False
-        candidates.sort(key=self.victim_order)
-        statement = Statement(self.state)
-        chosen: list[Job] = []
+        steps = sorted(
+            (step for victim in candidates for step in victim_steps(victim)),
+            key=lambda step: self.step_order(step),
+        )
+        room = Room(self.state, job)
+        bound = room.total_if_freed(steps)
+        target = next((size for size in self.sizes(job) if size <= bound), None)
+        if target is None:
+            return False
+        needs_cycle = self.state.needs_cycle
+        chosen: list[VictimStep] = []
+        victims: list[Job] = []  # distinct, in order of choice, kept as steps are taken
         found: Attempt | None = None
-        for victim in candidates:
-            statement.release_all(victim)
-            chosen.append(victim)
-            attempt = self.fit(job, job.tasks)
-            if attempt.plan is not None and rule.allows_after(self, job, chosen):
+        for step in steps:
+            room.take(step)
+            chosen.append(step)
+            if step.index == 0:
+                victims.append(step.victim)
+            if room.total < target:
+                continue
+            attempt = self.fit(job, target)
+            if attempt.plan is not None and rule.allows_after(self, job, victims):
                 found = attempt
                 break
-        if found is None:
-            statement.rollback()
+        if found is not None:
+            found = self._minimise(job, rule, room, chosen, target, found)
+        for step in reversed(chosen):
+            room.give_back(step)
+        self.state.needs_cycle = needs_cycle
+        if found is None or found.plan is None:
             return False
-        # Drop victims that turned out not to be needed, latest choices kept first.
-        for victim in list(reversed(chosen[:-1])):
-            statement.rollback()
-            statement = Statement(self.state)
-            trial = [v for v in chosen if v is not victim]
-            for kept in trial:
-                statement.release_all(kept)
-            attempt = self.fit(job, job.tasks)
-            if attempt.plan is not None and rule.allows_after(self, job, trial):
-                chosen, found = trial, attempt
-        statement.rollback()
-        plan = found.plan
-        assert plan is not None
-        for victim in chosen:
-            self.stop(victim, rule.reason, by=job.id)  # type: ignore[arg-type]
+        self._issue(job, rule, chosen, found.plan)
+        return True
+
+    def step_order(self, step: VictimStep) -> tuple[int, int, int, str, int]:
+        """Lowest priority first; shrinking before stopping any whole job of that priority;
+        then most recently started; then id, then the victim's own step order."""
+        priority, recent, victim_id = self.victim_order(step.victim)
+        return (priority, 0 if step.shrink else 1, recent, victim_id, step.index)
+
+    def _minimise(
+        self,
+        job: Job,
+        rule: PreemptionRule,
+        room: Room,
+        chosen: list[VictimStep],
+        target: int,
+        found: Attempt,
+    ) -> Attempt:
+        """Drops steps the job turns out not to need (in place), latest choices kept first.
+
+        A victim's chosen steps are a prefix of its steps, and only the last of them may be
+        dropped (its remaining tasks cannot stop while its extra ones keep running); a fit
+        is tried only when the room left could still hold the job."""
+        last: dict[str, int] = {}
+        for step in chosen:
+            last[step.victim.id] = step.index
+        kept = [True] * len(chosen)
+        for position in range(len(chosen) - 2, -1, -1):
+            step = chosen[position]
+            if last[step.victim.id] != step.index:
+                continue
+            room.give_back(step)
+            if room.total >= target:
+                attempt = self.fit(job, target)
+                if attempt.plan is not None:
+                    kept[position] = False
+                    trial = [s for s, keep in zip(chosen, kept, strict=True) if keep]
+                    if rule.allows_after(self, job, victims_of(trial)):
+                        found = attempt
+                        last[step.victim.id] = step.index - 1
+                        continue
+                    kept[position] = True
+            room.take(step)
+        chosen[:] = [s for s, keep in zip(chosen, kept, strict=True) if keep]
+        return found
+
+    def _issue(self, job: Job, rule: PreemptionRule, chosen: list[VictimStep], plan: Plan) -> None:
+        whole = {step.victim.id for step in chosen if not step.shrink}
+        issued: set[str] = set()
+        for step in chosen:
+            victim = step.victim
+            if victim.id in issued:
+                continue
+            issued.add(victim.id)
+            if victim.id in whole:
+                self.stop(victim, rule.reason, by=job.id)  # type: ignore[arg-type]
+            else:
+                nodes: dict[str, int] = {}
+                for shrink in chosen:
+                    if shrink.victim is victim:
+                        for node_id, tasks in shrink.nodes:
+                            nodes[node_id] = nodes.get(node_id, 0) + tasks
+                self.stop(victim, "shrink", by=job.id, requeue=False, nodes=nodes)
             job.awaiting.add(victim.id)
         for node_id in sorted(plan):
             self.state.hold(job, node_id, job.per_task * plan[node_id])
-        return True
+
+
+@dataclass(frozen=True)
+class VictimStep:
+    """Tasks of one victim to stop: one halving of an elastic job (`shrink`, never below
+    min_tasks), or all that is left of it. A victim's steps are always taken in order."""
+
+    victim: Job
+    nodes: tuple[tuple[str, int], ...]
+    shrink: bool
+    index: int = 0  # position among the victim's steps
+
+
+def victim_steps(victim: Job) -> list[VictimStep]:
+    """A gang is stopped whole; an elastic job may first give up tasks by halves down to
+    min_tasks (as Run:AI shrinks), each time from the nodes where it has the fewest tasks so
+    that what keeps running stays together."""
+    placed = dict(victim.placements)
+    size = sum(placed.values())
+    steps: list[VictimStep] = []
+    while victim.is_elastic and size > victim.min_tasks:
+        extra = size - max(victim.min_tasks, size // 2)
+        size -= extra
+        taken: dict[str, int] = {}
+        for node_id, tasks in sorted(placed.items(), key=lambda item: (item[1], item[0])):
+            take = min(tasks, extra)
+            extra -= take
+            if take:
+                taken[node_id] = take
+                placed[node_id] = tasks - take
+            if extra == 0:
+                break
+        placed = {node_id: tasks for node_id, tasks in placed.items() if tasks}
+        steps.append(VictimStep(victim, tuple(sorted(taken.items())), True, len(steps)))
+    steps.append(VictimStep(victim, tuple(sorted(placed.items())), False, len(steps)))
+    return steps
+
+
+def victims_of(steps: list[VictimStep]) -> list[Job]:
+    seen: dict[str, Job] = {}
+    for step in steps:
+        seen.setdefault(step.victim.id, step.victim)
+    return list(seen.values())
+
+
+class Room:
+    """How many of a job's tasks the live nodes it may use could hold, kept per node so that
+    releasing or restoring a victim's tasks costs only the nodes it touches."""
+
+    def __init__(self, state: State, job: Job) -> None:
+        self._state = state
+        self._job = job
+        self._copies: dict[str, int] = {}
+        self.total = 0
+        for node_id in sorted(state.nodes):
+            node = state.nodes[node_id]
+            if not node.lost and node.matches(job.node_selector):
+                copies = job.per_task.max_copies_in(node.free)
+                self._copies[node_id] = copies
+                self.total += copies
+
+    def nodes(self) -> list[str]:
+        """The live nodes the job may use, sorted."""
+        return list(self._copies)
+
+    def total_if_freed(self, steps: list[VictimStep]) -> int:
+        freed: dict[str, Resources] = {}
+        for step in steps:
+            for node_id, tasks in step.nodes:
+                freed[node_id] = freed.get(node_id, ZERO) + step.victim.per_task * tasks
+        total = self.total
+        for node_id in sorted(freed):
+            if node_id in self._copies:
+                node = self._state.nodes[node_id]
+                copies = self._job.per_task.max_copies_in(node.free + freed[node_id])
+                total += copies - self._copies[node_id]
+        return total
+
+    def recount(self, node_id: str) -> None:
+        if node_id in self._copies:
+            copies = self._job.per_task.max_copies_in(self._state.nodes[node_id].free)
+            self.total += copies - self._copies[node_id]
+            self._copies[node_id] = copies
+
+    def take(self, step: VictimStep) -> None:
+        """Pretends the step's tasks are stopped."""
+        victim = step.victim
+        for node_id, tasks in step.nodes:
+            self._state.release(victim, node_id, tasks)
+            left = victim.placements[node_id] - tasks
+            if left > 0:
+                victim.placements[node_id] = left
+            else:
+                del victim.placements[node_id]
+            self.recount(node_id)
+
+    def give_back(self, step: VictimStep) -> None:
+        """Undoes `take` exactly."""
+        for node_id, tasks in step.nodes:
+            self._state.allocate(step.victim, node_id, tasks)
+            self.recount(node_id)

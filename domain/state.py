@@ -72,6 +72,7 @@ class Job:
     held: dict[str, Resources] = field(default_factory=dict)  # freed for it by a preemption
     awaiting: set[str] = field(default_factory=set)  # victims still stopping for it
     displaced_by: dict[str, str] = field(default_factory=dict)  # job -> rule that displaced us
+    finishing: bool = False  # some tasks of this attempt ended on their own: it no longer grows
 
     @property
     def placed_tasks(self) -> int:
@@ -172,23 +173,29 @@ class Queue:
     jobs: int = 0  # own jobs not yet ended
     fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)  # whole subtree
     own_fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)  # own jobs, as a virtual child
+    capped_demand: tuple[float, float, float] = (0.0, 0.0, 0.0)  # subtree demand within limits
+    held: Resources = ZERO  # freed by preemptions for own pending jobs (reclaim counts it)
+    protected: Resources = ZERO  # own non-preemptible jobs' allocation: must stay within quota
     stopped_by: str | None = None  # the job that stopped this queue in the last cycle
+    stopped_policy: str | None = None  # the policy kind whose verdict stopped it (for views)
 
 
 class NodeIndex:
     """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
 
-    __slots__ = ("_entries", "_keys")
+    __slots__ = ("_entries", "_keys", "version")
 
     def __init__(self) -> None:
         self._entries: list[tuple[int, int, int, str]] = []
         self._keys: dict[str, tuple[int, int, int, str]] = {}
+        self.version = 0  # bumped on every change, so a cycle can reuse what it derived
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def update(self, node: Node) -> None:
         self.discard(node.id)
+        self.version += 1
         if node.lost:
             return
         free = node.free
@@ -199,6 +206,7 @@ class NodeIndex:
     def discard(self, node_id: str) -> None:
         key = self._keys.pop(node_id, None)
         if key is not None:
+            self.version += 1
             index = bisect.bisect_left(self._entries, key)
             del self._entries[index]
 
@@ -230,8 +238,17 @@ class State:
     group_open: bool = False  # records folded since the last cycle
     needs_cycle: bool = False  # something changed that a cycle could act on
     fair_share_stale: bool = True
+    # Incremental fair share: queues whose own demand or configuration changed since the last
+    # recompute (their ancestors are implied); `fair_share_full` asks for a walk of every queue.
+    fair_share_dirty: set[str] = field(default_factory=set)
+    fair_share_full: bool = True
     timers: list[tuple[int, str, str]] = field(default_factory=list)  # (due ts, kind, id) heap
+    timer_set: set[tuple[int, str, str]] = field(default_factory=set)  # what `timers` holds
+    freed: int = 0  # bumped whenever some node's free capacity may have grown (no-room memo)
     cancel_requests: set[str] = field(default_factory=set)  # running jobs to stop next cycle
+    # Elastic jobs that have held resources; pruned lazily by the expand action, so keeping it
+    # costs one set insert per placement instead of a scan of every running job each cycle.
+    elastic_placed: set[str] = field(default_factory=set)
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
 
     # -- queues -----------------------------------------------------------------------
@@ -259,6 +276,8 @@ class State:
         self.needs_cycle = True
         queue = self.queues[job.queue]
         queue.running.add(job.id)
+        if job.min_tasks < job.tasks:
+            self.elastic_placed.add(job.id)
         self.node_index.update(node)
 
     def release(self, job: Job, node_id: str, tasks: int) -> None:
@@ -271,6 +290,7 @@ class State:
         else:
             node.jobs.pop(job.id, None)
         node.allocated = node.allocated - amount
+        self.freed += 1
         self._charge_queues(job, ZERO - amount)
         if job.allocation.is_zero() or (not job.placements and not job.stopping):
             self.queues[job.queue].running.discard(job.id)
@@ -282,6 +302,8 @@ class State:
         for queue in self.ancestors(job.queue):
             if first:
                 queue.allocated = queue.allocated + amount
+                if not job.preemptible:
+                    queue.protected = queue.protected + amount
                 first = False
             queue.subtree_allocated = queue.subtree_allocated + amount
 
@@ -290,9 +312,16 @@ class State:
         node = self.nodes[node_id]
         job.held[node_id] = job.held.get(node_id, ZERO) + amount
         node.held = node.held + amount
+        queue = self.queues[job.queue]
+        queue.held = queue.held + amount
         self.node_index.update(node)
 
     def drop_holds(self, job: Job) -> None:
+        if job.held:
+            self.freed += 1
+            queue = self.queues[job.queue]
+            for amount in job.held.values():
+                queue.held = queue.held - amount
         for node_id in sorted(job.held):
             node = self.nodes.get(node_id)
             if node is not None:
@@ -304,6 +333,7 @@ class State:
 
     def enqueue(self, job: Job) -> None:
         job.status = JobStatus.PENDING
+        job.finishing = False
         job.placements.clear()
         job.started_nodes.clear()
         job.started_ts = None
@@ -312,7 +342,7 @@ class State:
 
     def dequeue(self, job: Job) -> None:
         self.queues[job.queue].pending.remove(job)
-        job.blocked_since = None
+        job.blocked_since = None  # a later requeue starts a fresh blocked period
         job.pending_reason = None
 
     def add_demand(self, job: Job) -> None:
@@ -320,6 +350,7 @@ class State:
         queue.demand = queue.demand + job.request
         queue.jobs += 1
         self.fair_share_stale = True
+        self.fair_share_dirty.add(queue.id)
 
     def end(self, job: Job, status: JobStatus) -> None:
         """The job is over: it leaves its queue's demand, its holds and the live job table."""
@@ -334,6 +365,7 @@ class State:
         del self.jobs[job.id]
         self.ended_jobs[job.id] = status
         self.fair_share_stale = True
+        self.fair_share_dirty.add(queue.id)
         self.needs_cycle = True
 
     def after_tasks_gone(self, job: Job) -> None:
@@ -342,6 +374,8 @@ class State:
             return
         if job.status is JobStatus.CANCELLING:
             self.end(job, JobStatus.CANCELLED)
+        elif job.status in (JobStatus.FINISHED, JobStatus.FAILED):
+            self.end(job, job.status)  # it ended while older tasks were still stopping
         elif job.status in (JobStatus.STOPPING, JobStatus.RUNNING):
             self.queues[job.queue].running.discard(job.id)
             self.enqueue(job)  # keeps its submission order, so its place in the queue
@@ -349,7 +383,11 @@ class State:
     # -- timers -------------------------------------------------------------------------
 
     def add_timer(self, due_ts: int, kind: str, ident: str) -> None:
-        heapq.heappush(self.timers, (due_ts, kind, ident))
+        """Wakes a cycle at `due_ts`; asking again for the same wake-up adds nothing."""
+        timer = (due_ts, kind, ident)
+        if timer not in self.timer_set:
+            self.timer_set.add(timer)
+            heapq.heappush(self.timers, timer)
 
     def timers_due(self, now: int) -> bool:
         return bool(self.timers) and self.timers[0][0] <= now
@@ -357,5 +395,7 @@ class State:
     def pop_due_timers(self, now: int) -> list[tuple[int, str, str]]:
         due = []
         while self.timers and self.timers[0][0] <= now:
-            due.append(heapq.heappop(self.timers))
+            timer = heapq.heappop(self.timers)
+            self.timer_set.discard(timer)
+            due.append(timer)
         return due

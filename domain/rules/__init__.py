@@ -1,0 +1,1 @@
+"""Preemption rules: one module per kind, registered in domain.plugins (pure)."""

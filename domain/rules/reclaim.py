@@ -1,0 +1,195 @@
+"""Reclaim: a queue within its fair share takes resources back from queues above theirs (pure).
+
+Fair share (domain.fairshare) contains every queue's deserved quota, capped by its demand, so
+a queue below its deserved quota with a blocked job is always entitled; reclaim also restores
+the over-quota split (seed 002: quotas 3 and 1 share idle GPUs 3:1), since the work-conserving
+allocator lets a queue use idle capacity beyond its fair share that others may later want.
+
+The comparison happens where the two queues' paths meet: below their lowest common ancestor,
+every entity on the reclaimer's side (its queue's own jobs, then each enclosing subtree) must
+stay within its fair share once the job runs, and every entity on the victim's side must be
+above its fair share now and not below it once all victims have stopped. A parent's own jobs
+are one entity among its children (the OWN slot of fairshare).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from domain.resources import ZERO
+from domain.state import Job, Queue, State
+
+if TYPE_CHECKING:
+    from domain.session import Session
+
+EPSILON = 1e-6  # fair shares are floats over integer amounts; this absorbs rounding only
+
+# One side of a comparison: a queue, and whether it stands for its own jobs only (the OWN
+# slot among its children) or for its whole subtree.
+Entity = tuple[Queue, bool]
+Amounts = tuple[int, int, int]
+
+
+class InFlight:
+    """What preemptions already under way mean for each queue, per cycle: resources held for
+    its pending jobs count as its own, tasks it is already stopping count as gone. Without
+    this, a second reclaim in the same cycle (or before agents answer) would see the first's
+    victims as still running and take a queue below its fair share."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._version = (-1, -1)
+        self._own: dict[str, Amounts] = {}
+        self._subtree: dict[str, Amounts] = {}
+
+    def refresh(self, commands: int, freed: int) -> None:
+        # Stops and holds change when a Preempt or Dispatch is issued, or a hold is dropped
+        # (which bumps state.freed); between cycles the session is new.
+        version = (commands, freed)
+        if version != self._version:
+            self._version = version
+            self._own.clear()
+            self._subtree.clear()
+
+    def own(self, queue: Queue) -> Amounts:
+        cached = self._own.get(queue.id)
+        if cached is None:
+            stopping = ZERO
+            for job_id in sorted(queue.running):
+                job = self._state.jobs.get(job_id)
+                if job is not None and job.stopping:
+                    stopping = stopping + job.per_task * sum(s.tasks for s in job.stopping.values())
+            cached = self._own[queue.id] = (queue.held - stopping).as_tuple()
+        return cached
+
+    def subtree(self, queue: Queue) -> Amounts:
+        cached = self._subtree.get(queue.id)
+        if cached is None:
+            total = list(self.own(queue))
+            for child in queue.children:
+                for r, amount in enumerate(self.subtree(self._state.queues[child])):
+                    total[r] += amount
+            cached = self._subtree[queue.id] = (total[0], total[1], total[2])
+        return cached
+
+
+def in_flight(session: Session) -> InFlight:
+    memo = session.memo.get("reclaim")
+    if not isinstance(memo, InFlight):
+        memo = InFlight(session.state)
+        session.memo["reclaim"] = memo
+    memo.refresh(len(session.commands), session.state.freed)
+    return memo
+
+
+def _usage(session: Session, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
+    """What the entity has committed (allocated, less stopping, plus held) and its fair share."""
+    queue, own = entity
+    flight = in_flight(session)
+    if own:
+        base, offset, share = queue.allocated.as_tuple(), flight.own(queue), queue.own_fair_share
+    else:
+        base, offset, share = (
+            queue.subtree_allocated.as_tuple(),
+            flight.subtree(queue),
+            queue.fair_share,
+        )
+    used = (base[0] + offset[0], base[1] + offset[1], base[2] + offset[2])
+    return used, share
+
+
+def _demand(entity: Entity) -> tuple[float, float, float]:
+    queue, own = entity
+    if own:
+        gpu, cpu, memory = queue.demand.as_tuple()
+        return (float(gpu), float(cpu), float(memory))
+    return queue.capped_demand
+
+
+def below_meeting_point(state: State, queue_id: str, other_id: str) -> list[Entity]:
+    """The entities of `queue_id`'s side strictly below where it meets `other_id`'s path."""
+    others = {queue.id for queue in state.ancestors(other_id)}
+    entities: list[Entity] = [(state.queues[queue_id], True)]
+    if queue_id in others:
+        return entities  # the other is below this queue: only its own jobs compete
+    for queue in state.ancestors(queue_id):
+        if queue.id in others:
+            break
+        entities.append((queue, False))
+    return entities
+
+
+def _requested(job: Job) -> list[tuple[int, int]]:
+    """(resource index, amount) for each resource the whole job asks for."""
+    request = job.request.as_tuple()
+    return [(r, amount) for r, amount in enumerate(request) if amount > 0]
+
+
+class Reclaim:
+    reason = "reclaim"
+
+    def applies(self, session: Session, job: Job) -> bool:
+        queue = session.state.queues[job.queue]
+        return self._within_share(session, job, [(queue, True)])
+
+    def candidate_queues(self, session: Session, job: Job) -> Iterator[str]:
+        asked = _requested(job)
+        for queue_id in sorted(session.state.queues):
+            queue = session.state.queues[queue_id]
+            if queue_id == job.queue or not queue.running:
+                continue
+            used, share = _usage(session, (queue, True))
+            if any(used[r] > share[r] + EPSILON for r, _ in asked):
+                yield queue_id
+
+    def admits(self, session: Session, job: Job, victim: Job) -> bool:
+        if victim.queue == job.queue:
+            return False
+        # Explicit PAI rules dominate fairness: never take back from who displaced us.
+        if job.displaced_by.get(victim.id) in ("self_level", "child_level"):
+            return False
+        state = session.state
+        if not self._within_share(
+            session, job, below_meeting_point(state, job.queue, victim.queue)
+        ):
+            return False
+        asked = _requested(job)
+        for entity in below_meeting_point(state, victim.queue, job.queue):
+            used, share = _usage(session, entity)
+            if not any(used[r] > share[r] + EPSILON for r, _ in asked):
+                return False
+        return True
+
+    def allows_after(self, session: Session, job: Job, victims: list[Job]) -> bool:
+        """No victim-side entity ends below its fair share in a resource it is short of.
+
+        Runs with the victims already released by the selector's statement. A resource the
+        entity's fair share fully covers (share >= demand) is not contended for it, so using
+        some of it does not make the entity poorer than fair; counting it would forbid any
+        reclaim of jobs that also ask for plentiful cpu or memory.
+        """
+        state = session.state
+        seen: set[tuple[str, bool]] = set()
+        for victim in victims:
+            for entity in below_meeting_point(state, victim.queue, job.queue):
+                key = (entity[0].id, entity[1])
+                if key in seen:
+                    continue
+                seen.add(key)
+                used, share = _usage(session, entity)
+                demand = _demand(entity)
+                for r in range(3):
+                    contended = share[r] < demand[r] - EPSILON
+                    if contended and used[r] < share[r] - EPSILON:
+                        return False
+        return True
+
+    def _within_share(self, session: Session, job: Job, entities: list[Entity]) -> bool:
+        """Every entity stays within its fair share once the whole job runs."""
+        asked = _requested(job)
+        for entity in entities:
+            used, share = _usage(session, entity)
+            if any(used[r] + amount > share[r] + EPSILON for r, amount in asked):
+                return False
+        return True
