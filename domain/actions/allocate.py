@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from enum import Enum
 
 from domain.fairshare import OWN
-from domain.framework import Verdict
+from domain.framework import QueuePolicy, Verdict
 from domain.session import Outcome, Session
-from domain.state import Job, Queue
+from domain.state import Job, Queue, State
 
 QueueKey = tuple[tuple[float, int, str], ...]
 
@@ -39,27 +40,68 @@ def queue_key(session: Session, queue_id: str) -> QueueKey:
     return tuple(key)
 
 
-def pending_in_order(session: Session, queue: Queue) -> Iterator[Job]:
-    """The queue's pending jobs: interactive first, then by effective priority and submission."""
-    state = session.state
-    policy = session.policy(queue)
-    now = session.ts
-    streams = []
+def pending_in_order(state: State, queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Job]:
+    """The queue's pending jobs in the order they are tried: interactive first, then higher
+    effective priority, then submission order (a requeued job keeps its submission order).
+
+    Lazy: a cycle that stops at the head of a long queue looks at little more than the head.
+    Each (interactive, priority) list is in submission order and a policy's effective priority
+    never rises along it, so a list's keys run from its first job's to its last job's. Lists
+    whose key ranges do not overlap simply follow one another (always so without aging); only
+    overlapping ones are merged job by job.
+    """
+    spans: list[tuple[tuple[int, int], tuple[int, int], bool, list[tuple[int, str]]]] = []
     for (interactive, _priority), entries in queue.pending.lists():
-        if not entries:
-            continue
+        if entries:
+            rank = 0 if interactive else 1
+            first = policy.effective_priority(state.jobs[entries[0][1]], queue, now)
+            last = policy.effective_priority(state.jobs[entries[-1][1]], queue, now)
+            spans.append(((rank, -first), (rank, -last), interactive, entries))
+    spans.sort(key=lambda span: (span[0], span[1]))
+    group: list[tuple[bool, list[tuple[int, str]]]] = []
+    group_end = (0, 0)
+    for start, end, interactive, entries in spans:
+        if group and start > group_end:
+            yield from _merged(state, queue, policy, now, group)
+            group = []
+        group_end = max(group_end, end) if group else end
+        group.append((interactive, entries))
+    if group:
+        yield from _merged(state, queue, policy, now, group)
+
+
+def _merged(
+    state: State,
+    queue: Queue,
+    policy: QueuePolicy,
+    now: int,
+    group: list[tuple[bool, list[tuple[int, str]]]],
+) -> Iterator[Job]:
+    if len(group) == 1:
+        for _, job_id in group[0][1]:
+            yield state.jobs[job_id]
+        return
+    streams = []
+    for interactive, entries in group:
 
         def keyed(
             entries: list[tuple[int, str]] = entries, interactive: bool = interactive
         ) -> Iterator[tuple[tuple[int, int, int], str]]:
             for order, job_id in entries:
-                job = state.jobs[job_id]
-                rank = policy.effective_priority(job, queue, now)
+                rank = policy.effective_priority(state.jobs[job_id], queue, now)
                 yield (0 if interactive else 1, -rank, order), job_id
 
         streams.append(keyed())
     for _, job_id in heapq.merge(*streams):
         yield state.jobs[job_id]
+
+
+class _Next(Enum):
+    """What the queue does after one of its jobs was tried."""
+
+    REQUEUE = "requeue"  # something was committed: re-rank the queue among the others
+    CONTINUE = "continue"  # nothing changed any queue's rank: try the queue's next job now
+    STOP = "stop"  # the policy stops the queue for this cycle
 
 
 class Allocate:
@@ -71,6 +113,7 @@ class Allocate:
         for queue_id in sorted(state.queues):
             queue = state.queues[queue_id]
             queue.stopped_by = None
+            queue.stopped_policy = None
             if len(queue.pending):
                 heap.append((queue_key(session, queue_id), queue_id))
         heapq.heapify(heap)
@@ -86,28 +129,34 @@ class Allocate:
             queue = state.queues[queue_id]
             cursor = cursors.get(queue_id)
             if cursor is None:
-                cursor = cursors[queue_id] = pending_in_order(session, queue)
-            job = next(cursor, None)
-            if job is None:
-                continue
-            if self._serve(session, queue, job):
-                heapq.heappush(heap, (queue_key(session, queue_id), queue_id))
+                policy = session.policy(queue)
+                cursor = cursors[queue_id] = pending_in_order(state, queue, policy, session.ts)
+            for job in cursor:
+                step = self._serve(session, queue, job)
+                if step is _Next.REQUEUE:
+                    heapq.heappush(heap, (queue_key(session, queue_id), queue_id))
+                if step is not _Next.CONTINUE:
+                    break
+        # Placed jobs leave the pending lists only now: the cursors above walk those lists.
         for job in session.placed:
             state.dequeue(job)
 
-    def _serve(self, session: Session, queue: Queue, job: Job) -> bool:
-        """Tries one job; True when the queue may go on to its next job this cycle."""
+    def _serve(self, session: Session, queue: Queue, job: Job) -> _Next:
+        """Tries one job and applies the queue policy's verdict if it is blocked."""
         outcome, reason = session.try_schedule(job)
         if outcome is Outcome.PLACED:
-            return True
+            return _Next.REQUEUE
         job.pending_reason = reason
         if outcome is Outcome.PREEMPTING:
+            # Not blocked: its victims are stopping and what they free is held for it.
             job.blocked_since = None
-            return True
+            return _Next.REQUEUE
         if job.blocked_since is None:
-            job.blocked_since = session.ts
-        verdict = session.policy(queue).on_blocked(job, queue, session)
-        if verdict is Verdict.STOP:
+            job.blocked_since = session.ts  # the first cycle in which it was found blocked
+        policy = session.policy(queue)
+        if policy.on_blocked(job, queue, session) is Verdict.STOP:
             queue.stopped_by = job.id
-            return False
-        return True
+            queue.stopped_policy = policy.kind
+            return _Next.STOP
+        # A blocked try commits nothing, so every queue keeps its rank and this one stays first.
+        return _Next.CONTINUE

@@ -15,17 +15,24 @@ HIGH = 7  # from here on a job is never skipped
 AGED_CEILING = 6  # aging never lifts a job into the never-skipped band
 
 
+def aged_priority(priority: int, waited_ms: int, aging_interval_s: int) -> int:
+    """The seed's aging: +1 per full aging interval waited, up to 6; 7 and above stay as is."""
+    if priority >= HIGH:
+        return priority
+    steps = max(0, waited_ms) // (aging_interval_s * 1000)
+    return min(AGED_CEILING, priority + steps)
+
+
 class Intelligent:
     kind = "intelligent"
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
-        if job.priority >= HIGH:
-            return job.priority
-        waited_ms = max(0, now - job.submitted_ts)
-        steps = waited_ms // (queue.policy.aging_interval_s * 1000)
-        return int(min(AGED_CEILING, job.priority + steps))
+        # Wait counts from submission, not from the last requeue: a requeued job keeps its
+        # place, and its aging with it (this also keeps the pending lists' merge exact).
+        return aged_priority(job.priority, now - job.submitted_ts, queue.policy.aging_interval_s)
 
     def on_blocked(self, job: Job, queue: Queue, session: Session) -> Verdict:
+        # Aging stops at 6, so only a job submitted at 7 or above ever stops the queue.
         if self.effective_priority(job, queue, session.ts) >= HIGH:
             return Verdict.STOP
         return Verdict.SKIP

@@ -1,0 +1,420 @@
+"""Queue policies (CONTRACT §5, seed 000), table-driven given / when / then over the pure core."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from domain.decider import admit, close_group, fold
+from domain.events import Event, JournalRecord
+from domain.framework import PreemptionRule
+from domain.pending import Standing, pending_view
+from domain.plugins import Plugins
+from domain.session import Session
+from domain.state import Job
+from tests.domain.harness import Cluster, event, job, node, queue
+
+S = 1000  # ms per second
+# Tests here run for minutes of virtual time without agents heartbeating; keep nodes alive.
+PATIENT = event("ClusterConfigured", heartbeat_timeout_s=1_000_000)
+
+
+def policy_queue(name: str, kind: str, **policy: Any) -> Event:
+    return queue(name, gpu_quota=8, policy={"kind": kind, **policy})
+
+
+def blocked_head(kind: str, head_priority: int = 5, **policy: Any) -> Cluster:
+    """One 4-GPU node with 3 GPUs taken: `head` (2 GPUs) is blocked, `small` (1 GPU) behind it
+    would fit."""
+    cluster = Cluster()
+    cluster.given(0, PATIENT, policy_queue("q", kind, **policy), node("n1", gpu=4))
+    cluster.given(1 * S, job("filler", "q", gpu=3, preemptible=False))
+    assert cluster.dispatched() == ["filler"]
+    cluster.when(
+        2 * S, job("head", "q", gpu=2, priority=head_priority), job("small", "q", gpu=1, priority=5)
+    )
+    return cluster
+
+
+# -- a blocked head with a smaller job behind it that fits ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "head_priority", "placed"),
+    [
+        ("fifo", 5, []),
+        ("round_robin", 5, ["small"]),
+        ("balance", 5, []),  # only after the timeout, below
+        ("intelligent", 7, []),  # 7 and above is never skipped
+        ("intelligent", 9, []),
+        ("intelligent", 6, ["small"]),  # below 7 is skipped
+        ("intelligent", 1, ["small"]),
+    ],
+)
+def test_blocked_head_and_a_small_job_behind_it(
+    kind: str, head_priority: int, placed: list[str]
+) -> None:
+    cluster = blocked_head(kind, head_priority)
+    assert cluster.dispatched() == placed
+    stops = not placed
+    assert cluster.state.queues["q"].stopped_by == ("head" if stops else None)
+    assert "no room" in (cluster.job("head").pending_reason or "")
+
+
+def test_fifo_keeps_the_queue_stopped_until_the_head_fits() -> None:
+    cluster = blocked_head("fifo")
+    cluster.when(3 * S, job("later", "q", gpu=1))
+    assert cluster.dispatched() == []
+    cluster.finish(4 * S, "filler")
+    assert cluster.dispatched() == ["head", "small", "later"]
+
+
+def test_round_robin_tries_every_job_in_order() -> None:
+    cluster = blocked_head("round_robin")
+    cluster.when(3 * S, job("too-big", "q", gpu=2), job("last", "q", gpu=1))
+    assert cluster.dispatched() == []  # node now full: 3 + 1 of 4
+    cluster.finish(4 * S, "small")
+    assert cluster.dispatched() == ["last"]  # head and too-big still do not fit
+
+
+def test_balance_skips_the_head_only_after_its_timeout() -> None:
+    cluster = blocked_head("balance", balance_timeout_s=60)
+    head = cluster.job("head")
+    assert head.blocked_since == 2 * S
+    assert (62 * S, "balance", "head") in cluster.state.timers
+    cluster.when(61 * S, event("Tick"))
+    assert cluster.dispatched() == []
+    # The timeout alone wakes a cycle: nothing else changed at 62 s.
+    cluster.when(62 * S, event("Tick"))
+    assert cluster.dispatched() == ["small"]
+    assert head.blocked_since == 2 * S  # still blocked, now skipped
+
+
+def test_balance_window_widens_one_job_per_timeout() -> None:
+    cluster = Cluster()
+    cluster.given(0, PATIENT, policy_queue("q", "balance", balance_timeout_s=60), node("n1", gpu=4))
+    cluster.given(1 * S, job("filler", "q", gpu=3, preemptible=False))
+    cluster.when(2 * S, job("first", "q", gpu=2), job("second", "q", gpu=2), job("small", "q"))
+    assert cluster.dispatched() == []
+    cluster.when(62 * S, event("Tick"))
+    # first is skipped now; second is tried for the first time, blocks, starts its own timeout.
+    assert cluster.dispatched() == []
+    assert cluster.state.queues["q"].stopped_by == "second"
+    assert cluster.job("second").blocked_since == 62 * S
+    cluster.when(121 * S, event("Tick"))
+    assert cluster.dispatched() == []
+    cluster.when(122 * S, event("Tick"))
+    assert cluster.dispatched() == ["small"]
+
+
+def test_balance_placed_job_leaves_and_a_requeue_starts_a_fresh_blocked_period() -> None:
+    cluster = blocked_head("balance", balance_timeout_s=60)
+    cluster.finish(10 * S, "filler")
+    assert cluster.dispatched() == ["head", "small"]
+    assert cluster.job("head").blocked_since is None
+    assert cluster.state.queues["q"].stopped_by is None
+
+
+def test_balance_cycle_is_skipped_while_nothing_changes_and_no_timer_is_due() -> None:
+    cluster = blocked_head("balance", balance_timeout_s=60)
+    timers = list(cluster.state.timers)
+    for second in range(3, 60):
+        cluster.when(second * S, event("Tick"))
+        assert cluster.state.needs_cycle is False
+    assert cluster.state.timers == timers  # one wake-up, not one per cycle
+    assert cluster.dispatched(cluster.commands[1:]) == []
+
+
+def test_balance_timeout_zero_is_round_robin() -> None:
+    cluster = blocked_head("balance", balance_timeout_s=0)
+    assert cluster.dispatched() == ["small"]
+
+
+# -- ordering: effective priority, submission order, interactive first, aging ------------------
+
+
+def one_free_gpu(kind: str, **policy: Any) -> Cluster:
+    cluster = Cluster()
+    cluster.given(0, PATIENT, policy_queue("q", kind, **policy), node("n1", gpu=1))
+    cluster.given(0, job("filler", "q", preemptible=False))
+    return cluster
+
+
+@pytest.mark.parametrize(("kind", "first"), [("intelligent", "old"), ("fifo", "new")])
+def test_aging_lets_an_old_low_priority_job_overtake_a_newer_higher_one(
+    kind: str, first: str
+) -> None:
+    cluster = one_free_gpu(kind, aging_interval_s=60)
+    cluster.when(1 * S, job("old", "q", priority=4))
+    cluster.when(62 * S, job("new", "q", priority=5))
+    # At 130 s old has aged 2 steps (4 -> 6), new 1 step (5 -> 6): equal, so submission order.
+    cluster.finish(130 * S, "filler")
+    assert cluster.dispatched() == [first]
+
+
+def test_aging_stops_at_six_so_a_priority_seven_job_goes_first() -> None:
+    cluster = one_free_gpu("intelligent", aging_interval_s=1)
+    cluster.when(1 * S, job("ancient", "q", priority=1))
+    cluster.when(1000 * S, job("urgent", "q", priority=7))
+    entries = pending_view(cluster.state, "q", 1000 * S)
+    assert [(e.job, e.effective_priority) for e in entries] == [("urgent", 7), ("ancient", 6)]
+    cluster.finish(1001 * S, "filler")
+    assert cluster.dispatched() == ["urgent"]
+
+
+def test_higher_priority_first_then_submission_order() -> None:
+    cluster = one_free_gpu("round_robin")
+    cluster.when(1 * S, job("a", "q", priority=3), job("b", "q", priority=8), job("c", "q"))
+    cluster.when(2 * S, job("d", "q", priority=8))
+    order = [e.job for e in pending_view(cluster.state, "q", 2 * S)]
+    assert order == ["b", "d", "c", "a"]
+
+
+def test_interactive_jobs_are_tried_before_unattended_ones_of_the_same_queue() -> None:
+    cluster = one_free_gpu("fifo")
+    cluster.when(1 * S, job("batch", "q", priority=9), job("notebook", "q", interactive=True))
+    cluster.finish(2 * S, "filler")
+    assert cluster.dispatched() == ["notebook"]
+
+
+def test_a_requeued_job_keeps_its_place() -> None:
+    cluster = Cluster()
+    cluster.given(0, event("ClusterConfigured", heartbeat_timeout_s=10), policy_queue("q", "fifo"))
+    cluster.given(0, node("n1", gpu=1))
+    cluster.when(1 * S, job("early", "q"))
+    cluster.when(2 * S, job("late", "q"))
+    cluster.when(11 * S, event("Tick"))  # n1 is lost: early goes back to pending
+    assert [e.job for e in pending_view(cluster.state, "q", 11 * S)] == ["early", "late"]
+    cluster.when(12 * S, node("n1", gpu=1))
+    assert cluster.dispatched() == ["early"]
+
+
+# -- a policy change applies to pending jobs at once and never touches running ones -----------
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "placed"),
+    [
+        ("fifo", "round_robin", ["small"]),
+        ("fifo", "balance", ["small"]),  # blocked for 60 s already: over a 30 s timeout
+        ("fifo", "intelligent", ["small"]),
+        ("round_robin", "fifo", []),
+    ],
+)
+def test_policy_change_mid_queue(before: str, after: str, placed: list[str]) -> None:
+    cluster = blocked_head(before)
+    cluster.when(3 * S, job("later", "q", gpu=1))
+    cluster.when(62 * S, policy_queue("q", after, balance_timeout_s=30))
+    assert cluster.dispatched() == placed
+    assert cluster.preempted() == []
+    assert cluster.job("filler").status.value == "running"
+
+
+def test_policy_change_to_fifo_stops_jobs_submitted_after_it() -> None:
+    cluster = blocked_head("round_robin")
+    assert cluster.dispatched() == ["small"]
+    cluster.finish(3 * S, "small")
+    assert cluster.dispatched() == []
+    cluster.when(4 * S, policy_queue("q", "fifo"), job("later", "q", gpu=1))
+    assert cluster.dispatched() == []
+    assert cluster.state.queues["q"].stopped_by == "head"
+
+
+def test_policy_change_from_intelligent_to_fifo_drops_aging() -> None:
+    cluster = one_free_gpu("intelligent", aging_interval_s=60)
+    cluster.when(1 * S, job("old", "q", priority=4))
+    cluster.when(62 * S, job("new", "q", priority=5))
+    cluster.when(130 * S, policy_queue("q", "fifo"))
+    assert [e.job for e in pending_view(cluster.state, "q", 130 * S)] == ["new", "old"]
+
+
+# -- blocked covers quota, limit and gang ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "expect_reason"),
+    [
+        ({"gpu": 3, "tasks": 3}, "no room"),  # a gang: all three tasks or none
+        ({"gpu": 4, "interactive": True}, "within deserved quota"),
+        ({"gpu": 11}, "limit"),
+    ],
+)
+@pytest.mark.parametrize(("kind", "small_placed"), [("fifo", False), ("round_robin", True)])
+def test_blocked_covers_capacity_quota_limit_and_gang(
+    head: dict[str, Any], expect_reason: str, kind: str, small_placed: bool
+) -> None:
+    cluster = Cluster()
+    cluster.given(
+        0,
+        queue("q", gpu_quota=3, gpu_limit=10, policy={"kind": kind}),
+        node("n1", gpu=4),
+        node("n2", gpu=4),
+    )
+    cluster.when(1 * S, job("head", "q", **head), job("small", "q", gpu=1))
+    assert expect_reason in (cluster.job("head").pending_reason or "")
+    assert cluster.dispatched() == (["small"] if small_placed else [])
+
+
+# -- holds: what a preemption frees is kept for the preemptor ---------------------------------
+
+
+class UrgentPreemptsLowerPriority:
+    """A test-only preemption rule: priority >= 8 may preempt lower-priority jobs anywhere."""
+
+    reason = "priority"
+
+    def applies(self, session: Session, job: Job) -> bool:
+        return job.priority >= 8
+
+    def candidate_queues(self, session: Session, job: Job) -> Iterable[str]:
+        return sorted(session.state.queues)
+
+    def admits(self, session: Session, job: Job, victim: Job) -> bool:
+        return job.priority >= 8 and victim.priority < job.priority
+
+    def allows_after(self, session: Session, job: Job, victims: list[Job]) -> bool:
+        return True
+
+
+class PluggedCluster(Cluster):
+    """The harness cluster, folding with the given plugins."""
+
+    def __init__(self, plugins: Plugins) -> None:
+        super().__init__()
+        self.plugins = plugins
+
+    def at(self, ts: int, *events: Event) -> list[Any]:
+        self.ts = ts
+        emitted: list[Any] = []
+        for item in events:
+            reason = None if item.type == "Tick" else admit(self.state, item)
+            if reason is not None:
+                self.rejections.append((item, reason))
+                continue
+            self.seq += 1
+            record = JournalRecord(seq=self.seq, ts=ts, event=item)
+            self.state, commands = fold(self.state, record, self.plugins)
+            emitted += commands
+        self.state, commands = close_group(self.state, self.plugins)
+        emitted += commands
+        self.last = emitted
+        self.commands += emitted
+        return emitted
+
+    given = at
+    when = at
+
+
+@pytest.mark.parametrize("kind", ["fifo", "round_robin", "balance", "intelligent"])
+def test_resources_freed_by_a_preemption_are_held_for_the_preemptor(kind: str) -> None:
+    rule: PreemptionRule = UrgentPreemptsLowerPriority()
+    cluster = PluggedCluster(Plugins(preemption_rules=[rule]))
+    cluster.given(0, policy_queue("q", kind), node("n1", gpu=4))
+    cluster.given(1 * S, job("low", "q", gpu=4, priority=1))
+    cluster.agents_obey(2 * S)
+    cluster.when(3 * S, job("urgent", "q", gpu=4, priority=9), job("small", "q", gpu=1))
+    assert cluster.preempted() == ["low"]
+    assert cluster.dispatched() == []
+    assert cluster.job("urgent").blocked_since is None  # a preemption started: not blocked
+    # The agent stops low: its 4 GPUs are free, but held for urgent; small must not take one.
+    cluster.when(4 * S, event("JobPreempted", job="low", node="n1", attempt=1))
+    assert cluster.dispatched() == ["urgent"]
+    view = {e.job: e for e in pending_view(cluster.state, "q", 4 * S)}
+    assert "small" in view and "low" in view
+
+
+def test_a_job_behind_a_preempting_job_may_use_what_is_not_held() -> None:
+    rule: PreemptionRule = UrgentPreemptsLowerPriority()
+    cluster = PluggedCluster(Plugins(preemption_rules=[rule]))
+    cluster.given(0, policy_queue("q", "fifo"), node("n1", gpu=4), node("n2", gpu=2))
+    cluster.given(1 * S, job("low", "q", gpu=4, priority=1), job("low2", "q", gpu=1, priority=1))
+    cluster.when(3 * S, job("urgent", "q", gpu=4, priority=9), job("small", "q", gpu=1))
+    # urgent is not blocked (its preemption started), so even fifo goes on; small may not
+    # take what is held for urgent on n1, but may take n2's free GPU.
+    assert cluster.preempted() == ["low"]
+    assert [(c.job, c.node) for c in cluster.last if c.type == "Dispatch"] == [("small", "n2")]
+    entries = {e.job: e for e in pending_view(cluster.state, "q", 3 * S)}
+    assert entries["urgent"].standing is Standing.PREEMPTING
+    assert cluster.state.nodes["n1"].held.gpu == 4000
+
+
+# -- pending view: reason and position without O(pending) work in the cycle -------------------
+
+
+def test_pending_view_explains_a_stopped_fifo_queue() -> None:
+    cluster = blocked_head("fifo")
+    cluster.when(3 * S, job("later", "q", gpu=1))
+    entries = pending_view(cluster.state, "q", 3 * S)
+    assert [(e.position, e.job, e.standing) for e in entries] == [
+        (1, "head", Standing.BLOCKING),
+        (2, "small", Standing.BEHIND),
+        (3, "later", Standing.BEHIND),
+    ]
+    assert entries[0].reason.startswith("blocked at the head of a fifo queue: no room")
+    assert (
+        entries[1].reason == "waiting behind job head, which is blocked and stops this fifo queue"
+    )
+
+
+def test_pending_view_counts_down_the_balance_timeout() -> None:
+    cluster = blocked_head("balance", balance_timeout_s=60)
+    entries = pending_view(cluster.state, "q", 20 * S)
+    assert entries[0].standing is Standing.BLOCKING
+    assert entries[0].skip_in_s == 42
+    assert "42 s left before balance skips it" in entries[0].reason
+    cluster.when(62 * S, event("Tick"))
+    entries = pending_view(cluster.state, "q", 62 * S)
+    assert [(e.job, e.standing) for e in entries] == [("head", Standing.SKIPPED)]
+    assert "balance skips it" in entries[0].reason
+
+
+def test_pending_view_round_robin_and_intelligent_reasons() -> None:
+    cluster = blocked_head("round_robin")
+    cluster.when(3 * S, job("big", "q", gpu=3))
+    entries = pending_view(cluster.state, "q", 3 * S)
+    assert [(e.job, e.standing) for e in entries] == [
+        ("head", Standing.SKIPPED),
+        ("big", Standing.SKIPPED),
+    ]
+    cluster = blocked_head("intelligent", head_priority=8)
+    entries = pending_view(cluster.state, "q", 3 * S)
+    assert entries[0].reason.startswith(
+        "blocked with priority 8 >= 7, so intelligent does not skip it"
+    )
+    assert entries[1].standing is Standing.BEHIND
+
+
+def test_pending_view_new_job_not_yet_tried() -> None:
+    cluster = blocked_head("round_robin")
+    cluster.seq += 1
+    cluster.state, _ = fold(
+        cluster.state, JournalRecord(seq=cluster.seq, ts=5 * S, event=job("fresh", "q", gpu=2))
+    )
+    entries = {e.job: e for e in pending_view(cluster.state, "q", 5 * S)}
+    assert entries["fresh"].standing is Standing.NEW
+
+
+def test_a_shape_that_found_no_room_fails_fast_only_for_the_same_selector_or_larger() -> None:
+    """The session's no-room memo must not change a decision: a failure under one node
+    selector says nothing about another, and a smaller request may still fit."""
+    cluster = Cluster()
+    cluster.given(
+        0,
+        PATIENT,
+        policy_queue("q", "round_robin"),
+        node("a1", gpu=2, labels={"gpu": "a100"}),
+        node("h1", gpu=1, labels={"gpu": "h100"}),
+    )
+    cluster.when(
+        1 * S,
+        job("h-big", "q", gpu=2, node_selector={"gpu": "h100"}),  # no room on h1
+        job("h-bigger", "q", gpu=2, tasks=2, node_selector={"gpu": "h100"}),  # larger: no room
+        job("a-two", "q", gpu=2, node_selector={"gpu": "a100"}),  # other selector: fits
+        job("h-one", "q", gpu=1, node_selector={"gpu": "h100"}),  # smaller: fits
+        job("any", "q", gpu=1),  # no selector: nothing left
+    )
+    assert cluster.dispatched() == ["a-two", "h-one"]
+    assert "matching gpu=h100" in (cluster.job("h-bigger").pending_reason or "")
+    assert "no room on nodes for 1 task(s)" in (cluster.job("any").pending_reason or "")
