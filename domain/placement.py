@@ -40,14 +40,23 @@ class Spread:
 PLACEMENTS: dict[str, PlacementStrategy] = {"binpack": Binpack(), "spread": Spread()}
 
 
-def find_placement(state: State, job: Job, tasks: int, strategy: PlacementStrategy) -> Plan | None:
-    """Places `tasks` of the job, all or none: first on nodes held for it, then by strategy."""
+def find_placement(
+    state: State,
+    job: Job,
+    tasks: int,
+    strategy: PlacementStrategy,
+    exclude: frozenset[str] | set[str] = frozenset(),
+) -> Plan | None:
+    """Places `tasks` of the job, all or none: first on nodes held for it, then by strategy.
+
+    `exclude` keeps nodes out of the plan (consolidation moves a job off its nodes and never
+    onto nodes whose capacity is only freed once other jobs stop)."""
     per_task = job.per_task
     plan: Plan = {}
     remaining = tasks
     for node_id in sorted(job.held):
         node = state.nodes[node_id]
-        if node.lost or not node.matches(job.node_selector):
+        if node.lost or node_id in exclude or not node.matches(job.node_selector):
             continue
         take = min(remaining, per_task.max_copies_in(node.free + job.held[node_id]))
         if take > 0:
@@ -56,7 +65,7 @@ def find_placement(state: State, job: Job, tasks: int, strategy: PlacementStrate
             if remaining == 0:
                 return plan
     for node_id in strategy.candidates(state, per_task):
-        if node_id in plan:
+        if node_id in plan or node_id in exclude:
             continue
         node = state.nodes[node_id]
         if not node.matches(job.node_selector):

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from domain.actions.allocate import Allocate
+from domain.actions.claim import Claim
 from domain.actions.consolidate import consolidate
 from domain.actions.expand import Expand
 from domain.actions.settle import Settle
@@ -43,7 +44,7 @@ PREEMPTION_RULES: list[PreemptionRule] = [
 Resolver = Callable[[Session, Job], Outcome | None]
 RESOLVERS: list[Resolver] = [consolidate]  # acts only when ClusterConfigured.consolidation
 
-ACTIONS: list[Action] = [Settle(), Allocate(), Expand()]
+ACTIONS: list[Action] = [Settle(), Claim(), Allocate(), Expand()]
 
 
 @dataclass(frozen=True)

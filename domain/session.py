@@ -8,7 +8,7 @@ from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING
 
-from domain.admission import admission_breach, within_quota
+from domain.admission import admission_breach, protected_breach, within_quota
 from domain.commands import Dispatch, NodeCommand, Preempt, PreemptReason
 from domain.placement import PlacementStrategy, Plan, find_placement, largest_free
 from domain.resources import ZERO, Resources
@@ -116,7 +116,7 @@ class Session:
 
     def fit(self, job: Job, tasks: int) -> Attempt:
         """Checks quota and limits, then finds nodes, for `tasks` of the job; changes nothing."""
-        breach = admission_breach(self.state, job, tasks)
+        breach = admission_breach(self.state, job, tasks) or self._reserved_breach(job, tasks)
         if breach is not None:
             return Attempt(reason=breach)
         if not job.held and self._known_no_room(job, tasks):
@@ -127,6 +127,43 @@ class Session:
                 self._remember_no_room(job, tasks)
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
+
+    def _reserved_breach(self, job: Job, tasks: int) -> str | None:
+        """Why `tasks` of the job would use quota or limit headroom that a preemption already
+        promised to another job, or None.
+
+        Held room keeps node capacity for a preemptor, but the preemptor must also still pass
+        its quota and limit checks once its victims stop; without this, a job of the same
+        queue placed meanwhile could use that headroom and leave the held room idle."""
+        state = self.state
+        others = [
+            state.jobs[h]
+            for h in sorted(state.holders)
+            if h != job.id and h in state.jobs and state.jobs[h].status is JobStatus.PENDING
+        ]
+        if not others:
+            return None
+        amount = job.per_task * tasks
+        for queue in state.ancestors(job.queue):
+            promised = ZERO
+            for other in others:
+                if any(q.id == queue.id for q in state.ancestors(other.queue)):
+                    promised = promised + sum(other.held.values(), ZERO)
+            if promised.is_zero():
+                continue
+            breach = queue.quota.limit_breach(queue.subtree_allocated + amount + promised)
+            if breach is not None:
+                return f"queue {queue.id} would exceed its limit ({breach}, counting room held for preemptors)"
+        if not job.preemptible:
+            promised = ZERO
+            for other in others:
+                if other.queue == job.queue and not other.preemptible:
+                    promised = promised + sum(other.held.values(), ZERO)
+            if not promised.is_zero():
+                breach = protected_breach(state, job, amount + promised)
+                if breach is not None:
+                    return f"{breach}, counting room held for preemptors"
+        return None
 
     def _known_no_room(self, job: Job, tasks: int) -> bool:
         if self._no_room_freed != self.state.freed:
@@ -175,7 +212,7 @@ class Session:
     def try_schedule(self, job: Job) -> tuple[Outcome, str]:
         """Places the job now, or starts a preemption for it, or says why it is blocked."""
         if job.awaiting:
-            job.awaiting = {v for v in job.awaiting if self._still_stopping(v)}
+            job.awaiting = {v for v in job.awaiting if self.still_stopping(v)}
         first_reason = ""
         for tasks in self.sizes(job):
             attempt = self.fit(job, tasks)
@@ -196,7 +233,7 @@ class Session:
                 return Outcome.PREEMPTING, first_reason
         return Outcome.BLOCKED, first_reason
 
-    def _still_stopping(self, job_id: str) -> bool:
+    def still_stopping(self, job_id: str) -> bool:
         victim = self.state.jobs.get(job_id)
         return victim is not None and bool(victim.stopping)
 

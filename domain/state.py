@@ -249,6 +249,7 @@ class State:
     # Elastic jobs that have held resources; pruned lazily by the expand action, so keeping it
     # costs one set insert per placement instead of a scan of every running job each cycle.
     elastic_placed: set[str] = field(default_factory=set)
+    holders: set[str] = field(default_factory=set)  # jobs with room held for them
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
 
     # -- queues -----------------------------------------------------------------------
@@ -314,9 +315,11 @@ class State:
         node.held = node.held + amount
         queue = self.queues[job.queue]
         queue.held = queue.held + amount
+        self.holders.add(job.id)
         self.node_index.update(node)
 
     def drop_holds(self, job: Job) -> None:
+        self.holders.discard(job.id)
         if job.held:
             self.freed += 1
             queue = self.queues[job.queue]

@@ -1,0 +1,37 @@
+"""Claim action: a preemptor whose victims have all stopped takes its held room first (pure).
+
+A preemption (or consolidation) holds the room it frees for its job. If the job then waited
+for its queue's policy to reach it, a job requeued ahead of it (say, preempted meanwhile by
+another queue) could block the queue and leave that room idle for as long as it is blocked.
+The room was granted when the preemption was decided, so the job is placed on it as soon as
+its victims are gone, before Allocate serves anyone (CONTRACT §6: once the victims stop,
+the preemptor is placed). If it no longer fits (a node was lost), Allocate retries it in
+its queue's order.
+"""
+
+from __future__ import annotations
+
+from domain.session import Session
+from domain.state import JobStatus
+
+
+class Claim:
+    name = "claim"
+
+    def execute(self, session: Session) -> None:
+        state = session.state
+        ready = []
+        for job_id in sorted(state.holders):
+            job = state.jobs.get(job_id)
+            if job is None or job.status is not JobStatus.PENDING or not job.held:
+                continue
+            job.awaiting = {v for v in sorted(job.awaiting) if session.still_stopping(v)}
+            if not job.awaiting:
+                ready.append(job)
+        for job in sorted(ready, key=lambda job: job.pending_key()):
+            for tasks in session.sizes(job):
+                attempt = session.fit(job, tasks)
+                if attempt.plan is not None:
+                    session.dispatch(job, attempt.plan)
+                    state.dequeue(job)
+                    break

@@ -1,0 +1,199 @@
+"""Consolidation (Run:AI): move running jobs between nodes so a fragmented job fits (pure).
+
+A resolver, tried for a job that cannot be placed at any size: when the free capacity of the
+nodes it may use would hold it in total but no set of nodes does, preemptible unattended jobs
+are moved (Dispatch elsewhere, then Preempt where they ran, both reason `consolidation`) if,
+and only if, that makes the job fit. Each move is planned on capacity that is free now, never
+on capacity that only frees once another moved job stops, so every moved job has its new
+place before anything stops; the freed room is then held for the job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from domain.admission import admission_breach
+from domain.commands import Dispatch, NodeCommand
+from domain.placement import PLACEMENTS, Plan, find_placement
+from domain.resources import ZERO, Resources
+from domain.session import Outcome, Room, Session, Statement
+from domain.state import Job, JobStatus, State
+
+# A bound on the work one blocked job may cause in one cycle: moves tried, and moves made.
+MAX_TRIES = 256
+MAX_MOVES = 32
+
+
+@dataclass
+class Move:
+    job: Job
+    plan: Plan  # where it goes
+
+
+def movable(job: Job, by: Job) -> bool:
+    """Unattended, preemptible, running and not already stopping anywhere."""
+    return (
+        job.id != by.id
+        and job.preemptible
+        and not job.interactive
+        and job.status is JobStatus.RUNNING
+        and not job.stopping
+        and bool(job.placements)
+    )
+
+
+def free_room(state: State, job: Job) -> Resources:
+    """Free capacity of the live nodes the job may use."""
+    total = ZERO
+    for node_id in sorted(state.nodes):
+        node = state.nodes[node_id]
+        if not node.lost and node.matches(job.node_selector):
+            total = total + node.free.clamp_at_zero()
+    return total
+
+
+def consolidate(session: Session, job: Job) -> Outcome | None:
+    """Moves jobs to make the whole job fit, or changes nothing and returns None."""
+    state = session.state
+    if not state.cluster.consolidation or job.awaiting:
+        return None
+    tasks = job.tasks
+    if admission_breach(state, job, tasks) is not None:
+        return None  # quota or limit, not fragmentation, keeps it out
+    request = job.per_task * tasks
+    unallocated = state.capacity
+    for top in state.top_level_queues():
+        unallocated = unallocated - state.queues[top].subtree_allocated
+    if not request.fits_in(unallocated) or not request.fits_in(free_room(state, job)):
+        return None  # not even the total free capacity would hold it (cheap bound first)
+    found = plan_moves(session, job, tasks)
+    if found is None:
+        return None
+    moves, plan = found
+    carry_out(session, job, moves, plan)
+    return Outcome.PREEMPTING
+
+
+def plan_moves(session: Session, job: Job, tasks: int) -> tuple[list[Move], Plan] | None:
+    """Greedy: empty the nodes with the most free room first, moving the smallest jobs off
+    them onto the fullest other nodes that fit (binpack), keeping a move only if it raises how
+    many of the job's tasks fit. Everything is tried in statements and rolled back."""
+    state = session.state
+    room = Room(state, job)
+    binpack = PLACEMENTS["binpack"]
+    statements: list[Statement] = []
+    moves: list[Move] = []
+    # Nodes that nothing may land on: where the job will go and where moved jobs still run.
+    locked: set[str] = set()
+    moved: set[str] = set()
+    # Only nodes that could hold a task once emptied are worth emptying.
+    targets = sorted(
+        (n for n in room.nodes() if job.per_task.fits_in(state.nodes[n].capacity)),
+        key=lambda node_id: (-state.nodes[node_id].free.gpu, node_id),
+    )
+    tries = 0
+    needs_cycle = state.needs_cycle
+    plan: Plan | None = None
+    for target in targets:
+        if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
+            break
+        residents = [state.jobs[j] for j in sorted(state.nodes[target].jobs)]
+        residents = [r for r in residents if r.id not in moved and movable(r, job)]
+        residents.sort(key=lambda r: (r.per_task.gpu * r.placed_tasks, r.order, r.id))
+        for resident in residents:
+            if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
+                break
+            tries += 1
+            before = room.total
+            old = dict(resident.placements)
+            statement = Statement(state)
+            statement.release_all(resident)
+            avoid = locked | set(old) | {target}
+            new = find_placement(state, resident, sum(old.values()), binpack, exclude=avoid)
+            if new is not None:
+                statement.allocate(resident, new)
+                for node_id in sorted(set(old) | set(new)):
+                    room.recount(node_id)
+                if room.total > before:
+                    statements.append(statement)
+                    moves.append(Move(resident, new))
+                    moved.add(resident.id)
+                    locked |= set(old) | {target}
+                    continue
+            statement.rollback()
+            for node_id in sorted(set(old) | set(new or {})):
+                room.recount(node_id)
+    if room.total >= tasks:
+        plan = session.fit(job, tasks).plan
+    for statement in reversed(statements):
+        statement.rollback()
+    state.needs_cycle = needs_cycle
+    if plan is None or not moves:
+        return None
+    # Only the moves whose old nodes the job actually uses are needed.
+    used = set(plan)
+    needed = [move for move in moves if used & set(move.job.placements)]
+    if len(needed) < len(moves):
+        return _without_unneeded(session, job, tasks, needed)
+    return moves, plan
+
+
+def _without_unneeded(
+    session: Session, job: Job, tasks: int, moves: list[Move]
+) -> tuple[list[Move], Plan] | None:
+    """Re-checks a smaller set of moves (the job's plan may then differ); None if it fails."""
+    state = session.state
+    needs_cycle = state.needs_cycle
+    statement = Statement(state)
+    for move in moves:
+        statement.release_all(move.job)
+    for move in moves:
+        statement.allocate(move.job, move.plan)
+    plan = session.fit(job, tasks).plan if moves else None
+    statement.rollback()
+    state.needs_cycle = needs_cycle
+    if plan is None:
+        return None
+    return moves, plan
+
+
+def carry_out(session: Session, job: Job, moves: list[Move], plan: Plan) -> None:
+    """Dispatches every moved job at its new place first, then preempts its old tasks, and
+    holds the room for the job.
+
+    A move starts a new attempt of the moved job: its new tasks are attempt n+1 while the old
+    ones stop as attempt n, so JobStarted of the new place and JobPreempted of the old one
+    (matched against the Stopping entry's attempt) can never be confused, and any late
+    report of the old attempt changes nothing but the release of its own tasks."""
+    state = session.state
+    dispatches: list[NodeCommand] = []
+    preempts: list[NodeCommand] = []
+    for move in moves:
+        moved = move.job
+        mark = len(session.commands)
+        session.stop(moved, "consolidation", by=job.id)
+        preempts += session.commands[mark:]
+        del session.commands[mark:]
+        moved.attempt += 1
+        moved.status = JobStatus.RUNNING
+        moved.started_ts = None
+        moved.started_nodes.clear()
+        Statement(state).allocate(moved, move.plan)
+        for node_id in sorted(move.plan):
+            dispatches.append(
+                Dispatch(
+                    job=moved.id,
+                    node=node_id,
+                    tasks=move.plan[node_id],
+                    resources=moved.per_task.to_wire(),
+                    attempt=moved.attempt,
+                    seq=session.seq,
+                    ts=session.ts,
+                    reason="consolidation",
+                )
+            )
+        job.awaiting.add(moved.id)
+    session.commands += dispatches
+    session.commands += preempts
+    for node_id in sorted(plan):
+        state.hold(job, node_id, job.per_task * plan[node_id])

@@ -1,0 +1,94 @@
+"""Expand action (Run:AI elasticity): a shrunk elastic job doubles while spare capacity allows (pure).
+
+Runs after Allocate, so it only ever uses what allocation left: a running elastic job below
+its full size grows to min(tasks, 2 x placed), again and again, as long as the growth passes
+quota and limit checks, finds nodes, and leaves enough free capacity for the smallest size of
+every job still pending in a queue at least as deprived as the expanding job's own queue
+(those would be served before it by Allocate). Dispatch reason `expand`, same attempt.
+"""
+
+from __future__ import annotations
+
+from domain.actions.allocate import QueueKey, queue_key
+from domain.admission import admission_breach
+from domain.placement import find_placement
+from domain.resources import ZERO, Resources
+from domain.session import Session
+from domain.state import Job, JobStatus, State
+
+
+def growable(job: Job) -> bool:
+    return (
+        job.status is JobStatus.RUNNING
+        and not job.finishing
+        and not job.stopping
+        and bool(job.placements)
+        and job.placed_tasks < job.tasks
+    )
+
+
+def free_capacity(state: State) -> Resources:
+    total = ZERO
+    for node_id in sorted(state.nodes):
+        node = state.nodes[node_id]
+        if not node.lost:
+            total = total + node.free.clamp_at_zero()
+    return total
+
+
+class Expand:
+    name = "expand"
+
+    def execute(self, session: Session) -> None:
+        state = session.state
+        candidates: list[Job] = []
+        for job_id in sorted(state.elastic_placed):
+            job = state.jobs.get(job_id)
+            if job is None or not job.placements:
+                state.elastic_placed.discard(job_id)  # ended or back to pending
+            elif growable(job):
+                candidates.append(job)
+        if not candidates:
+            return
+        waiting = self._waiting(session)
+        free = free_capacity(state)
+        candidates.sort(key=lambda job: (queue_key(session, job.queue), job.order, job.id))
+        for job in candidates:
+            reserve = ZERO
+            key = queue_key(session, job.queue)
+            for other_key, need in waiting:
+                if other_key <= key:
+                    reserve = reserve + need
+            while job.placed_tasks < job.tasks:
+                placed = job.placed_tasks
+                extra = min(job.tasks, 2 * placed) - placed
+                amount = job.per_task * extra
+                if not (amount + reserve).fits_in(free):
+                    break
+                if admission_breach(state, job, extra) is not None:
+                    break
+                plan = find_placement(state, job, extra, session.placement())
+                if plan is None:
+                    break
+                session.dispatch(job, plan, reason="expand")
+                free = free - amount
+
+    def _waiting(self, session: Session) -> list[tuple[QueueKey, Resources]]:
+        """(queue key, smallest request) of each job still pending that could use capacity:
+        not waiting on held room, not kept out by its own quota or limit."""
+        state = session.state
+        waiting: list[tuple[QueueKey, Resources]] = []
+        for queue_id in sorted(state.queues):
+            queue = state.queues[queue_id]
+            if not len(queue.pending):
+                continue
+            key = queue_key(session, queue_id)
+            need = ZERO
+            for job_id in queue.pending.job_ids():
+                job = state.jobs[job_id]
+                if job.held or admission_breach(state, job, job.min_tasks) is not None:
+                    continue
+                need = need + job.per_task * job.min_tasks
+            if not need.is_zero():
+                waiting.append((key, need))
+        return waiting

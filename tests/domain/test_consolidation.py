@@ -1,0 +1,147 @@
+"""Consolidation (Run:AI): moving running jobs so a fragmented job fits, end to end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from domain.simulation import Simulator
+from tests.domain.harness import Cluster, event, job, node, queue
+
+
+def fragmented(consolidation: bool = True, **survivors: Any) -> Cluster:
+    """Two 4-GPU nodes, each with 2 GPUs free and one 2-GPU job (a1, b1) left running."""
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", consolidation=consolidation),
+        queue("a", gpu_quota=8),
+        node("n1", gpu=4),
+        node("n2", gpu=4),
+    )
+    cluster.when(1, job("a1", "a", gpu=2, **survivors), job("a2", "a", gpu=2))
+    cluster.agents_obey()
+    cluster.when(2, job("b1", "a", gpu=2, **survivors), job("b2", "a", gpu=2))
+    cluster.agents_obey()
+    on = {c.job: c.node for c in cluster.commands if c.type == "Dispatch"}
+    assert on == {"a1": "n1", "a2": "n1", "b1": "n2", "b2": "n2"}
+    cluster.finish(3, "a2")
+    cluster.finish(3, "b2")
+    return cluster
+
+
+def test_moves_one_job_to_make_room_for_a_larger_one() -> None:
+    cluster = fragmented()
+    cluster.when(10, job("big", "a", gpu=4))
+    assert [(c.type, c.job, c.node, c.attempt, c.reason) for c in cluster.last] == [
+        ("Dispatch", "a1", "n2", 2, "consolidation"),  # its new place first
+        ("Preempt", "a1", "n1", 1, "consolidation"),
+    ]
+    assert cluster.last[1].by == "big"  # type: ignore[union-attr]
+    cluster.agents_obey()  # JobStarted(a1, n2, 2) and JobPreempted(a1, n1, 1)
+    assert [(c.job, c.node) for c in cluster.last] == [("big", "n1")]
+    moved = cluster.job("a1")
+    assert (moved.status.value, moved.placements, moved.stopping) == ("running", {"n2": 1}, {})
+    assert moved.started_nodes == {"n2"}
+
+
+def test_nothing_moves_when_consolidation_is_off() -> None:
+    cluster = fragmented(consolidation=False)
+    cluster.when(10, job("big", "a", gpu=4))
+    assert cluster.last == []
+
+
+def test_nothing_moves_unless_that_makes_the_job_fit() -> None:
+    cluster = fragmented(preemptible=False)  # neither a1 nor b1 may move
+    cluster.when(10, job("big", "a", gpu=4))
+    assert cluster.last == []
+    cluster.when(11, job("huge", "a", gpu=5))  # more than the total free capacity
+    assert cluster.last == []
+
+
+def test_interactive_jobs_are_never_moved() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n1", gpu=4), node("n2", gpu=4))
+    cluster.when(
+        1, job("nb1", "a", gpu=2, interactive=True), job("nb2", "a", gpu=2, interactive=True)
+    )
+    cluster.when(2, job("x", "a", gpu=2), job("y", "a", gpu=2))
+    cluster.finish(3, "nb2")
+    cluster.finish(3, "y")
+    cluster.when(10, job("big", "a", gpu=4))
+    moved = {c.job for c in cluster.last}
+    assert "nb1" not in moved
+
+
+def test_a_late_report_of_the_old_attempt_changes_only_its_own_tasks() -> None:
+    cluster = fragmented()
+    cluster.when(10, job("big", "a", gpu=4))
+    # The old tasks finish on their own before the agent acknowledges the Preempt.
+    cluster.when(11, event("JobFinished", job="a1", node="n1", attempt=1, outcome="succeeded"))
+    moved = cluster.job("a1")
+    assert (moved.status.value, moved.placements, moved.stopping) == ("running", {"n2": 1}, {})
+    assert cluster.dispatched() == ["big"]
+
+
+def test_the_simulator_shows_a_consolidation_end_to_end() -> None:
+    def submit(name: str, ts: int, gpu: int, duration_s: int) -> dict[str, Any]:
+        return {"type": "JobSubmitted", "ts": ts, "job": name, "queue": "a"} | {
+            "resources": {"gpu": gpu},
+            "duration_s": duration_s,
+        }
+
+    lines: list[dict[str, Any]] = [
+        {"type": "QueueConfigured", "ts": 0, "queue": "a", "resources": {"gpu": {"quota": 8}}},
+        {"type": "NodeHeartbeat", "ts": 0, "node": "n1", "capacity": {"gpu": 4}},
+        {"type": "NodeHeartbeat", "ts": 0, "node": "n2", "capacity": {"gpu": 4}},
+        submit("long-1", 1, 2, 100),
+        submit("short-1", 1, 2, 1),
+        submit("long-2", 1, 2, 100),
+        submit("short-2", 1, 2, 1),
+        submit("big", 5000, 4, 10),
+    ]
+    simulator = Simulator()
+    out = list(simulator.run(orjson.dumps(line) for line in lines))
+    at_5000 = [
+        (o["type"], o["job"], o["node"], o["attempt"], o["reason"]) for o in out if o["ts"] == 5000
+    ]
+    assert at_5000 == [
+        ("Dispatch", "long-1", "n2", 2, "consolidation"),
+        ("Preempt", "long-1", "n1", 1, "consolidation"),
+        ("Dispatch", "big", "n1", 1, "quota"),
+    ]
+    # Every job still finishes: the moved one restarts its run at its new place.
+    assert simulator.state.jobs == {}
+    assert sorted(simulator.state.ended_jobs) == ["big", "long-1", "long-2", "short-1", "short-2"]
+    assert {s.value for s in simulator.state.ended_jobs.values()} == {"finished"}
+
+
+def test_a_gang_fits_after_two_moves_all_dispatched_before_any_preempt() -> None:
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", placement="spread"),
+        queue("a", gpu_quota=12),
+        node("n1", gpu=4),
+        node("n2", gpu=4),
+        node("n3", gpu=4),
+    )
+    cluster.when(1, job("r1", "a", gpu=1), job("r2", "a", gpu=1), job("r3", "a", gpu=2))
+    cluster.agents_obey()
+    assert {c.job: c.node for c in cluster.commands if c.type == "Dispatch"} == {
+        "r1": "n3",
+        "r2": "n2",
+        "r3": "n1",
+    }
+    cluster.when(2, event("ClusterConfigured", placement="binpack"))
+    cluster.when(3, job("pair", "a", gpu=4, tasks=2))  # 8 GPUs free in total, 3 at most on a node
+    assert [(c.type, c.job, c.node) for c in cluster.last] == [
+        ("Dispatch", "r2", "n1"),
+        ("Dispatch", "r1", "n1"),
+        ("Preempt", "r2", "n2"),
+        ("Preempt", "r1", "n3"),
+    ]
+    cluster.agents_obey()
+    assert sorted((c.job, c.node) for c in cluster.last) == [("pair", "n2"), ("pair", "n3")]
+    assert cluster.state.nodes["n1"].allocated.gpu == 4000
