@@ -26,12 +26,16 @@ def queue(name: str, gpu_quota: float = 0, gpu_limit: float = -1, **fields: Any)
 
 
 def node(name: str, gpu: float = 8, cpu: int = 64000, memory: int = 512000, **fields: Any) -> Event:
-    return event("NodeHeartbeat", node=name, capacity={"gpu": gpu, "cpu": cpu, "memory": memory}, **fields)
+    return event(
+        "NodeHeartbeat", node=name, capacity={"gpu": gpu, "cpu": cpu, "memory": memory}, **fields
+    )
 
 
 def job(name: str, queue_name: str, gpu: float = 1, tasks: int = 1, **fields: Any) -> Event:
     resources = fields.pop("resources", {"gpu": gpu})
-    return event("JobSubmitted", job=name, queue=queue_name, tasks=tasks, resources=resources, **fields)
+    return event(
+        "JobSubmitted", job=name, queue=queue_name, tasks=tasks, resources=resources, **fields
+    )
 
 
 class Cluster:
@@ -83,7 +87,9 @@ class Cluster:
     def finish(self, ts: int, job_id: str, outcome: str = "succeeded") -> list[NodeCommand]:
         job_state = self.state.jobs[job_id]
         reports = [
-            event("JobFinished", job=job_id, node=node_id, attempt=job_state.attempt, outcome=outcome)
+            event(
+                "JobFinished", job=job_id, node=node_id, attempt=job_state.attempt, outcome=outcome
+            )
             for node_id in sorted(job_state.placements)
         ]
         return self.at(ts, *reports)
@@ -93,7 +99,9 @@ class Cluster:
 
     def dispatched(self, commands: list[NodeCommand] | None = None) -> list[str]:
         """Job ids dispatched by `commands` (default: the last group), in emission order."""
-        return [c.job for c in (self.last if commands is None else commands) if c.type == "Dispatch"]
+        return [
+            c.job for c in (self.last if commands is None else commands) if c.type == "Dispatch"
+        ]
 
     def preempted(self, commands: list[NodeCommand] | None = None) -> list[str]:
         return [c.job for c in (self.last if commands is None else commands) if c.type == "Preempt"]

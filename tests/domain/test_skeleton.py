@@ -36,8 +36,13 @@ def test_fifo_blocked_head_stops_the_queue() -> None:
 def test_limit_blocks_and_quota_sets_the_dispatch_reason() -> None:
     cluster = Cluster()
     cluster.given(0, queue("a", gpu_quota=2, gpu_limit=3), node("n1", gpu=8))
-    cluster.when(1, job("in-quota", "a", gpu=2), job("over", "a", gpu=1), job("too-far", "a", gpu=1))
-    assert [(c.job, c.reason) for c in cluster.last] == [("in-quota", "quota"), ("over", "over_quota")]
+    cluster.when(
+        1, job("in-quota", "a", gpu=2), job("over", "a", gpu=1), job("too-far", "a", gpu=1)
+    )
+    assert [(c.job, c.reason) for c in cluster.last] == [
+        ("in-quota", "quota"),
+        ("over", "over_quota"),
+    ]
     assert "limit" in (cluster.job("too-far").pending_reason or "")
 
 
