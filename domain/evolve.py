@@ -203,9 +203,10 @@ def _(event: JobFinished, state: State, seq: int, ts: int) -> None:
         _stopped(state, event.job, event.node, event.attempt)
         return
     tasks = job.placements.pop(event.node, 0)
-    stopping = job.stopping.pop(event.node, None)
-    if stopping is not None and stopping.attempt == event.attempt:
-        tasks += stopping.tasks
+    earlier = job.stopping.get(event.node)
+    if earlier is not None and earlier.attempt == event.attempt:
+        state.end_stop(job, event.node)
+        tasks += earlier.tasks
     if tasks == 0:
         return
     state.release(job, event.node, tasks)
@@ -235,6 +236,6 @@ def _stopped(state: State, job_id: str, node_id: str, attempt: int) -> None:
     stopping = job.stopping.get(node_id)
     if stopping is None or stopping.attempt != attempt:
         return
-    del job.stopping[node_id]
+    state.end_stop(job, node_id)
     state.release(job, node_id, stopping.tasks)
     state.after_tasks_gone(job)

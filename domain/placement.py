@@ -58,7 +58,7 @@ def find_placement(
         node = state.nodes[node_id]
         if node.lost or node_id in exclude or not node.matches(job.node_selector):
             continue
-        take = min(remaining, per_task.max_copies_in(node.free + job.held[node_id]))
+        take = min(remaining, per_task.max_copies_in(node.free_for(job.held[node_id])))
         if take > 0:
             plan[node_id] = take
             remaining -= take

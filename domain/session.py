@@ -12,7 +12,7 @@ from domain.admission import admission_breach, protected_breach, within_quota
 from domain.commands import Dispatch, NodeCommand, Preempt, PreemptReason
 from domain.placement import PlacementStrategy, Plan, find_placement, largest_free
 from domain.resources import ZERO, Resources
-from domain.state import Job, JobStatus, Queue, State, Stopping
+from domain.state import Job, JobStatus, Queue, State
 
 if TYPE_CHECKING:
     from domain.framework import PreemptionRule, QueuePolicy
@@ -278,12 +278,7 @@ class Session:
         targets = dict(job.placements) if nodes is None else nodes
         for node_id in sorted(targets):
             tasks = targets[node_id]
-            left = job.placements.get(node_id, 0) - tasks
-            if left > 0:
-                job.placements[node_id] = left
-            else:
-                job.placements.pop(node_id, None)
-            job.stopping[node_id] = Stopping(job.attempt, tasks, requeue)
+            self.state.begin_stop(job, node_id, tasks, requeue)
             self.commands.append(
                 Preempt(
                     job=job.id,

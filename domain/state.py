@@ -102,14 +102,32 @@ class Node:
     capacity: Resources
     labels: dict[str, str]
     last_heartbeat_ts: int
-    allocated: Resources = ZERO
-    held: Resources = ZERO
+    allocated: Resources = ZERO  # includes tasks told to stop until their agent says so
+    held: Resources = ZERO  # kept for preemptors
+    stopping: Resources = ZERO  # the part of `allocated` whose tasks are being stopped
     lost: bool = False
     jobs: dict[str, int] = field(default_factory=dict)  # job -> tasks (placed or stopping)
 
     @property
     def free(self) -> Resources:
-        return self.capacity - self.allocated - self.held
+        """What a job with nothing held here may use now."""
+        return self.free_for(ZERO)
+
+    def free_for(self, own_hold: Resources) -> Resources:
+        """What a job holding `own_hold` here may use now.
+
+        Room held for preemptors is carved first out of what stopping tasks will free, so
+        that capacity is not counted twice (once as still allocated to the stopping victim,
+        once as held): only the part of other jobs' holds that stopping tasks do not cover
+        is taken from what is free now.
+        """
+        others = self.held - own_hold
+        uncovered = Resources(
+            max(0, others.gpu - self.stopping.gpu),
+            max(0, others.cpu - self.stopping.cpu),
+            max(0, others.memory - self.stopping.memory),
+        )
+        return self.capacity - self.allocated - uncovered
 
     def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
         return all(self.labels.get(key) == value for key, value in selector)
@@ -279,6 +297,35 @@ class State:
         queue.running.add(job.id)
         if job.min_tasks < job.tasks:
             self.elastic_placed.add(job.id)
+        self.node_index.update(node)
+
+    def begin_stop(self, job: Job, node_id: str, tasks: int, requeue: bool) -> None:
+        """Moves `tasks` of the job's placed tasks on a node to stopping (still allocated)."""
+        left = job.placements.get(node_id, 0) - tasks
+        if left > 0:
+            job.placements[node_id] = left
+        else:
+            job.placements.pop(node_id, None)
+        earlier = job.stopping.get(node_id)
+        if earlier is not None:
+            # A second stop on the same node before the first is acknowledged: one entry, so
+            # the tasks are released together when the agent reports (never lost track of).
+            tasks += earlier.tasks
+            requeue = requeue and earlier.requeue
+            self._count_stopping(job, node_id, -earlier.tasks)
+        job.stopping[node_id] = Stopping(job.attempt, tasks, requeue)
+        self._count_stopping(job, node_id, tasks)
+
+    def end_stop(self, job: Job, node_id: str) -> Stopping | None:
+        """The job's stopping tasks on a node are gone from the stopping set (not yet released)."""
+        stop = job.stopping.pop(node_id, None)
+        if stop is not None:
+            self._count_stopping(job, node_id, -stop.tasks)
+        return stop
+
+    def _count_stopping(self, job: Job, node_id: str, tasks: int) -> None:
+        node = self.nodes[node_id]
+        node.stopping = node.stopping + job.per_task * tasks
         self.node_index.update(node)
 
     def release(self, job: Job, node_id: str, tasks: int) -> None:

@@ -39,7 +39,7 @@ class Settle:
         for job_id in sorted(node.jobs):
             job = state.jobs[job_id]
             tasks = job.placements.pop(node_id, 0)
-            stopping = job.stopping.pop(node_id, None)
+            stopping = state.end_stop(job, node_id)
             lost = tasks + (stopping.tasks if stopping else 0)
             state.release(job, node_id, lost)
             if job.placements and job.status is JobStatus.RUNNING and not job.is_elastic:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from domain import fairshare
 from domain.commands import NodeCommand
 from domain.decider import apply
@@ -204,12 +202,6 @@ def test_interactive_and_non_preemptible_jobs_are_never_victims() -> None:
     assert not victims & {"b-i", "b-np", "a-i", "b-i2"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="State.hold reserves on top of the victims' still-allocated stopping tasks, so a "
-    "second preemption on the same node before agents answer takes one victim too many "
-    "(shared State/placement code; see docs/quotas.md, known limitation)",
-)
 def test_two_notebooks_preempt_exactly_two_trainings() -> None:
     cluster = Cluster()
     cluster.given(0, gpu_queue("a", 4), node("n1", gpu=4))

@@ -74,3 +74,20 @@ def test_unknown_queue_and_job_are_refused_with_reasons() -> None:
     cluster.when(1, job("j", "missing"), event("JobCancelled", job="ghost"))
     reasons = [reason for _, reason in cluster.rejections]
     assert reasons == ["queue 'missing' does not exist", "job 'ghost' does not exist"]
+
+
+def test_cancel_while_a_shrink_is_stopping_releases_every_task() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=0), queue("b", gpu_quota=4), node("n1", gpu=4))
+    cluster.when(1, job("elastic", "a", tasks=4, min_tasks=1))
+    cluster.agents_obey()
+    cluster.when(2, job("owner", "b", gpu=2))
+    assert [(c.job, c.reason, c.tasks) for c in cluster.last] == [("elastic", "shrink", 2)]
+    cluster.when(3, event("JobCancelled", job="elastic"))
+    assert [(c.job, c.reason, c.tasks) for c in cluster.last] == [("elastic", "cancelled", 2)]
+    node_state = cluster.state.nodes["n1"]
+    assert node_state.stopping.gpu == 4000  # both stops on n1 are one entry of four tasks
+    cluster.when(4, event("JobPreempted", job="elastic", node="n1", attempt=1))
+    assert "elastic" not in cluster.state.jobs
+    assert cluster.dispatched() == ["owner"]
+    assert node_state.allocated.gpu == 2000 and node_state.stopping.gpu == 0
