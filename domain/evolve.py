@@ -212,14 +212,14 @@ def _(event: JobFinished, state: State, seq: int, ts: int) -> None:
     state.release(job, event.node, tasks)
     job.finishing = True  # an elastic job winding down must not expand again
     if event.outcome == "failed":
-        job.pending_reason = f"failed on {event.node}"
+        job.failed_on = job.failed_on or event.node
     if not job.placements and not job.stopping:
-        failed = event.outcome == "failed" or job.pending_reason is not None
+        failed = job.failed_on is not None
         state.end(job, JobStatus.FAILED if failed else JobStatus.FINISHED)
     elif not job.placements and all(stop.attempt < job.attempt for stop in job.stopping.values()):
         # Done, but a consolidation move's old tasks are still stopping: the job ends (and is
         # not requeued) once the last of them is reported gone.
-        failed = event.outcome == "failed" or job.pending_reason is not None
+        failed = job.failed_on is not None
         job.status = JobStatus.FAILED if failed else JobStatus.FINISHED
 
 

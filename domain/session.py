@@ -81,6 +81,7 @@ class Session:
     ts: int
     commands: list[NodeCommand] = field(default_factory=list)
     placed: list[Job] = field(default_factory=list)  # left pending lists after the cycle
+    dispatched_now: set[str] = field(default_factory=set)  # never victims in the same cycle
     # Per-cycle caches of plug-ins (e.g. reclaim's in-flight amounts), keyed by plug-in name.
     memo: dict[str, object] = field(default_factory=dict, repr=False)
     # Shapes (selector, per-task request, tasks) that found no room in this cycle, valid while
@@ -249,6 +250,7 @@ class Session:
             job.attempt += 1
             job.status = JobStatus.RUNNING
             self.placed.append(job)
+        self.dispatched_now.add(job.id)
         Statement(self.state).allocate(job, plan)
         why = reason or ("quota" if in_quota else "over_quota")
         for node_id in sorted(plan):
@@ -308,6 +310,8 @@ class Session:
             return False
         if victim.status is not JobStatus.RUNNING or victim.stopping or not victim.placements:
             return False
+        if victim.id in self.dispatched_now:
+            return False  # dispatching and preempting a job in one breath is pure churn
         if not rule.admits(self, job, victim):
             return False
         return not self.could_preempt_back(victim, job, rule)

@@ -187,6 +187,16 @@ class Simulator:
                     _Finish(due, self._finish_order, command.job, command.node, command.attempt),
                 )
         elif isinstance(command, Preempt):
+            self._append(
+                ts, JobPreempted(job=command.job, node=command.node, attempt=command.attempt)
+            )
+            job = self.state.jobs.get(command.job)
+            if (
+                job is not None
+                and job.attempt == command.attempt
+                and command.node in job.placements
+            ):
+                return  # a shrink: the tasks left on that node still finish on time
             self._finishes = [
                 f
                 for f in self._finishes
@@ -195,9 +205,6 @@ class Simulator:
                 )
             ]
             heapq.heapify(self._finishes)
-            self._append(
-                ts, JobPreempted(job=command.job, node=command.node, attempt=command.attempt)
-            )
 
 
 def simulate_lines(

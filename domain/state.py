@@ -72,6 +72,7 @@ class Job:
     held: dict[str, Resources] = field(default_factory=dict)  # freed for it by a preemption
     awaiting: set[str] = field(default_factory=set)  # victims still stopping for it
     displaced_by: dict[str, str] = field(default_factory=dict)  # job -> rule that displaced us
+    failed_on: str | None = None  # the first node that reported this job failed
     finishing: bool = False  # some tasks of this attempt ended on their own: it no longer grows
 
     @property
@@ -384,6 +385,7 @@ class State:
     def enqueue(self, job: Job) -> None:
         job.status = JobStatus.PENDING
         job.finishing = False
+        job.failed_on = None
         job.placements.clear()
         job.started_nodes.clear()
         job.started_ts = None

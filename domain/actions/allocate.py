@@ -15,7 +15,13 @@ QueueKey = tuple[tuple[float, int, str], ...]
 
 
 def deprivation(allocated: tuple[int, int, int], share: tuple[float, float, float]) -> float:
-    """Allocation relative to fair share, by the most used resource (dominant share)."""
+    """Allocation relative to fair share, by the most used resource (dominant share).
+
+    A queue with no fair share at all (no entitlement now) ranks after every entitled one,
+    even while it uses nothing: serving it first would hand it idle capacity that an
+    entitled queue then has to reclaim, churn for nothing."""
+    if not any(fair > 0 for fair in share):
+        return float("inf")
     worst = 0.0
     for used, fair in zip(allocated, share, strict=True):
         if used <= 0:

@@ -107,6 +107,20 @@ class Cluster:
         self.wait_for(f"{name} line with {needles}", seen)
         return found[0]
 
+    def journal_once(
+        self, what: str, ready: Callable[[list[dict[str, Any]]], bool]
+    ) -> list[dict[str, Any]]:
+        """The journal once it holds `what`: an agent prints its report before the scheduler
+        has journaled it, so reading the journal at once would race."""
+        journal: list[dict[str, Any]] = []
+
+        def holds() -> bool:
+            journal[:] = self.topic("quotaflow.journal")
+            return ready(journal)
+
+        self.wait_for(what, holds)
+        return journal
+
     def topic(self, logical: str) -> list[dict[str, Any]]:
         topics = Topics.for_prefix(self.prefix)
         name = topics.name(logical)
@@ -170,7 +184,9 @@ def test_agent_runs_dispatched_jobs_and_the_topics_hold_the_contract(
     cluster.run("cancel", "long")
     cluster.wait_for_line("agent", "preempt long attempt 1", "preempted")
 
-    journal = cluster.topic("quotaflow.journal")
+    journal = cluster.journal_once(
+        "JobPreempted of long", lambda j: any(e["type"] == "JobPreempted" for e in j)
+    )
     seqs = [record["seq"] for record in journal]
     assert seqs == list(range(1, len(journal) + 1))
     assert [r["ts"] for r in journal] == sorted(r["ts"] for r in journal)
@@ -260,7 +276,9 @@ def test_exec_agent_runs_the_command_and_reports_its_exit_code(
     cluster.run("cancel", "sleeps")
     cluster.wait_for_line("agent", "preempt sleeps attempt 1", "stopped, preempted")
 
-    journal = cluster.topic("quotaflow.journal")
+    journal = cluster.journal_once(
+        "JobPreempted of sleeps", lambda j: any(e["type"] == "JobPreempted" for e in j)
+    )
     outcomes = {(e["job"], e["outcome"]) for e in journal if e["type"] == "JobFinished"}
     assert outcomes == {("ok", "succeeded"), ("fails", "failed")}
     assert [e["job"] for e in journal if e["type"] == "JobPreempted"] == ["sleeps"]
@@ -312,6 +330,8 @@ def test_lost_node_requeues_its_job_to_another_agent_with_a_new_attempt(
         if c["type"] == "Dispatch" and c["job"] == "survivor"
     ]
     assert dispatches == [("doomed", 1), ("spare", 2)]
-    journal = cluster.topic("quotaflow.journal")
+    journal = cluster.journal_once(
+        "JobFinished of survivor", lambda j: any(e["type"] == "JobFinished" for e in j)
+    )
     finished = [(e["node"], e["attempt"]) for e in journal if e["type"] == "JobFinished"]
     assert finished == [("spare", 2)]
