@@ -82,6 +82,8 @@ class Session:
     commands: list[NodeCommand] = field(default_factory=list)
     placed: list[Job] = field(default_factory=list)  # left pending lists after the cycle
     dispatched_now: set[str] = field(default_factory=set)  # never victims in the same cycle
+    # Victim searches that found nothing, by rule and job shape, with the state version then.
+    failed_searches: dict[tuple[object, ...], tuple[int, int]] = field(default_factory=dict)
     # Per-cycle caches of plug-ins (e.g. reclaim's in-flight amounts), keyed by plug-in name.
     memo: dict[str, object] = field(default_factory=dict, repr=False)
     # Shapes (selector, per-task request, tasks) that found no room in this cycle, valid while
@@ -342,6 +344,34 @@ class Session:
         unneeded steps, newest choices kept, each check O(nodes it touches) before any fit.
         See docs/preemption.md.
         """
+        # A job like one whose search already failed, with nothing issued or freed since,
+        # fails too: pending jobs of one queue often share a shape, and each search walks the
+        # candidate queues' running jobs. Jobs displaced earlier are judged on their own.
+        shape = (
+            rule.reason,
+            job.queue,
+            job.priority,
+            job.module,
+            job.interactive,
+            job.preemptible,
+            job.per_task,
+            job.tasks,
+            job.min_tasks,
+            job.node_selector,
+        )
+        if not job.displaced_by and self.failed_searches.get(shape) == self._version():
+            return False
+        if not self._search(job, rule):
+            if not job.displaced_by:
+                # Taken after the search: its tentative releases count as frees too.
+                self.failed_searches[shape] = self._version()
+            return False
+        return True
+
+    def _version(self) -> tuple[int, int]:
+        return (len(self.commands), self.state.freed)
+
+    def _search(self, job: Job, rule: PreemptionRule) -> bool:
         candidates = [
             victim
             for queue_id in rule.candidate_queues(self, job)
@@ -494,23 +524,32 @@ def victims_of(steps: list[VictimStep]) -> list[Job]:
 
 class Room:
     """How many of a job's tasks the live nodes it may use could hold, kept per node so that
-    releasing or restoring a victim's tasks costs only the nodes it touches."""
+    releasing or restoring a victim's tasks costs only the nodes it touches.
+
+    Only nodes the free-capacity index says could hold one task are counted up front (on a
+    full cluster, few or none); any other node holds none now and is counted when a victim's
+    tasks on it are taken."""
 
     def __init__(self, state: State, job: Job) -> None:
         self._state = state
         self._job = job
         self._copies: dict[str, int] = {}
         self.total = 0
-        for node_id in sorted(state.nodes):
+        for node_id in state.node_index.fullest_first(job.per_task.gpu):
             node = state.nodes[node_id]
-            if not node.lost and node.matches(job.node_selector):
+            if node.matches(job.node_selector):
                 copies = job.per_task.max_copies_in(node.free)
-                self._copies[node_id] = copies
-                self.total += copies
+                if copies:
+                    self._copies[node_id] = copies
+                    self.total += copies
+
+    def _usable(self, node_id: str) -> bool:
+        node = self._state.nodes[node_id]
+        return not node.lost and node.matches(self._job.node_selector)
 
     def nodes(self) -> list[str]:
-        """The live nodes the job may use, sorted."""
-        return list(self._copies)
+        """The live nodes the job may use, sorted (visits every node: for consolidation)."""
+        return [node_id for node_id in sorted(self._state.nodes) if self._usable(node_id)]
 
     def total_if_freed(self, steps: list[VictimStep]) -> int:
         freed: dict[str, Resources] = {}
@@ -519,16 +558,16 @@ class Room:
                 freed[node_id] = freed.get(node_id, ZERO) + step.victim.per_task * tasks
         total = self.total
         for node_id in sorted(freed):
-            if node_id in self._copies:
+            if self._usable(node_id):
                 node = self._state.nodes[node_id]
                 copies = self._job.per_task.max_copies_in(node.free + freed[node_id])
-                total += copies - self._copies[node_id]
+                total += copies - self._copies.get(node_id, 0)
         return total
 
     def recount(self, node_id: str) -> None:
-        if node_id in self._copies:
+        if self._usable(node_id):
             copies = self._job.per_task.max_copies_in(self._state.nodes[node_id].free)
-            self.total += copies - self._copies[node_id]
+            self.total += copies - self._copies.get(node_id, 0)
             self._copies[node_id] = copies
 
     def take(self, step: VictimStep) -> None:

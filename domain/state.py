@@ -122,13 +122,19 @@ class Node:
         once as held): only the part of other jobs' holds that stopping tasks do not cover
         is taken from what is free now.
         """
-        others = self.held - own_hold
-        uncovered = Resources(
-            max(0, others.gpu - self.stopping.gpu),
-            max(0, others.cpu - self.stopping.cpu),
-            max(0, others.memory - self.stopping.memory),
+        held, stopping, capacity, allocated = (
+            self.held,
+            self.stopping,
+            self.capacity,
+            self.allocated,
         )
-        return self.capacity - self.allocated - uncovered
+        return Resources(
+            capacity.gpu - allocated.gpu - max(0, held.gpu - own_hold.gpu - stopping.gpu),
+            capacity.cpu - allocated.cpu - max(0, held.cpu - own_hold.cpu - stopping.cpu),
+            capacity.memory
+            - allocated.memory
+            - max(0, held.memory - own_hold.memory - stopping.memory),
+        )
 
     def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
         return all(self.labels.get(key) == value for key, value in selector)
@@ -193,6 +199,7 @@ class Queue:
     fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)  # whole subtree
     own_fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)  # own jobs, as a virtual child
     capped_demand: tuple[float, float, float] = (0.0, 0.0, 0.0)  # subtree demand within limits
+    stopping: Resources = ZERO  # own jobs' tasks told to stop, still in `allocated`
     held: Resources = ZERO  # freed by preemptions for own pending jobs (reclaim counts it)
     protected: Resources = ZERO  # own non-preemptible jobs' allocation: must stay within quota
     stopped_by: str | None = None  # the job that stopped this queue in the last cycle
@@ -325,8 +332,11 @@ class State:
         return stop
 
     def _count_stopping(self, job: Job, node_id: str, tasks: int) -> None:
+        amount = job.per_task * tasks
         node = self.nodes[node_id]
-        node.stopping = node.stopping + job.per_task * tasks
+        node.stopping = node.stopping + amount
+        queue = self.queues[job.queue]
+        queue.stopping = queue.stopping + amount
         self.node_index.update(node)
 
     def release(self, job: Job, node_id: str, tasks: int) -> None:

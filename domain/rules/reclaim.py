@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from domain.resources import ZERO
 from domain.state import Job, Queue, State
 
 if TYPE_CHECKING:
@@ -55,12 +54,7 @@ class InFlight:
     def own(self, queue: Queue) -> Amounts:
         cached = self._own.get(queue.id)
         if cached is None:
-            stopping = ZERO
-            for job_id in sorted(queue.running):
-                job = self._state.jobs.get(job_id)
-                if job is not None and job.stopping:
-                    stopping = stopping + job.per_task * sum(s.tasks for s in job.stopping.values())
-            cached = self._own[queue.id] = (queue.held - stopping).as_tuple()
+            cached = self._own[queue.id] = (queue.held - queue.stopping).as_tuple()
         return cached
 
     def subtree(self, queue: Queue) -> Amounts:
