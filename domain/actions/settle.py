@@ -42,8 +42,13 @@ class Settle:
             stopping = state.end_stop(job, node_id)
             lost = tasks + (stopping.tasks if stopping else 0)
             state.release(job, node_id, lost)
-            if job.placements and job.status is JobStatus.RUNNING and not job.is_elastic:
-                session.stop(job, "node_lost")  # a gang cannot run without all its tasks
+            if (
+                job.placements
+                and job.status is JobStatus.RUNNING
+                and job.placed_tasks < job.min_tasks
+            ):
+                # A gang cannot run without all its tasks, nor an elastic job below min_tasks.
+                session.stop(job, "node_lost")
             state.after_tasks_gone(job)
         node.lost = True
         state.capacity = state.capacity - node.capacity

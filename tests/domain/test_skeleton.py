@@ -91,3 +91,32 @@ def test_cancel_while_a_shrink_is_stopping_releases_every_task() -> None:
     assert "elastic" not in cluster.state.jobs
     assert cluster.dispatched() == ["owner"]
     assert node_state.allocated.gpu == 2000 and node_state.stopping.gpu == 0
+
+
+def test_lost_node_stops_the_rest_of_a_gang_and_of_an_elastic_job_below_min_tasks() -> None:
+    cluster = Cluster()
+    cluster.given(0, event("ClusterConfigured", heartbeat_timeout_s=10), queue("a", gpu_quota=16))
+    cluster.given(0, *(node(f"n{i}", gpu=1) for i in range(1, 9)))
+    cluster.when(
+        1,
+        job("gang", "a", tasks=2),
+        job("elastic", "a", tasks=4, min_tasks=3),
+        job("flexible", "a", tasks=2, min_tasks=1),
+    )
+    placed = {c.job: set() for c in cluster.last}
+    for command in cluster.last:
+        placed[command.job].add(command.node)
+    assert {job_id: len(nodes) for job_id, nodes in placed.items()} == {
+        "gang": 2,
+        "elastic": 4,
+        "flexible": 2,
+    }
+    # Each job loses half its nodes: the others keep beating.
+    survivors = [n for nodes in placed.values() for n in sorted(nodes)[: len(nodes) // 2]]
+    cluster.when(5_000, *(node(n, gpu=1) for n in survivors))
+    cluster.when(10_001, event("Tick"))
+    assert {(c.job, c.reason) for c in cluster.last} == {
+        ("elastic", "node_lost"),
+        ("gang", "node_lost"),
+    }
+    assert cluster.job("flexible").placed_tasks == 1  # at min_tasks it runs on
