@@ -16,7 +16,7 @@ def limit_breach(state: State, job: Job, amount: Resources) -> str | None:
 
 
 def own_quota(state: State, queue_id: str) -> tuple[int, int, int]:
-    """What a queue's own jobs deserve: its quota less its children's (CONTRACT section 6)."""
+    """What a queue's own jobs deserve: its quota less its children's (contract §6)."""
     queue = state.queues[queue_id]
     return queue.quota.own_quota([state.queues[c].quota for c in queue.children])
 

@@ -1,4 +1,4 @@
-"""The contract's commands to node agents (CONTRACT.md section 3) and refusals (pure)."""
+"""The contract's commands to node agents (the QuotaFlow contract §3) and refusals (pure)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The contract's events (CONTRACT.md section 2) as strict pydantic models, plus journal records (pure)."""
+"""The contract's events (the QuotaFlow contract §2) as strict pydantic models, plus journal records (pure)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def json_schema() -> dict[str, Any]:
         "$schema": SCHEMA_DIALECT,
         "title": "QuotaFlow wire contract",
         "description": (
-            "Every JSON object on QuotaFlow's Kafka topics (CONTRACT.md sections 1-3). "
+            "Every JSON object on QuotaFlow's Kafka topics (the QuotaFlow contract §1-3). "
             "Unknown fields are refused. Journal records are the events plus integer "
             "`seq` and `ts`; `x-quotaflow-topics` lists which types each topic carries."
         ),

@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster(commands, kafka_options)
 
     simulate = commands.add_parser(
-        "simulate", help="fold a JSON-lines event file offline and print commands (CONTRACT §7)"
+        "simulate", help="fold a JSON-lines event file offline and print commands (contract §7)"
     )
     simulate.add_argument("file", metavar="FILE", help="JSON-lines events with ts, or - for stdin")
     simulate.set_defaults(handler=_simulate)

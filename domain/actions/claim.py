@@ -4,7 +4,7 @@ A preemption (or consolidation) holds the room it frees for its job. If the job 
 for its queue's policy to reach it, a job requeued ahead of it (say, preempted meanwhile by
 another queue) could block the queue and leave that room idle for as long as it is blocked.
 The room was granted when the preemption was decided, so the job is placed on it as soon as
-its victims are gone, before Allocate serves anyone (CONTRACT §6: once the victims stop,
+its victims are gone, before Allocate serves anyone (contract §6: once the victims stop,
 the preemptor is placed). If it no longer fits (a node was lost), Allocate retries it in
 its queue's order.
 """

@@ -2,7 +2,7 @@
 
 Fair share (domain.fairshare) contains every queue's deserved quota, capped by its demand, so
 a queue below its deserved quota with a blocked job is always entitled; reclaim also restores
-the over-quota split (seed 002: quotas 3 and 1 share idle GPUs 3:1), since the work-conserving
+the over-quota split (Run:AI's scheduler documentation: quotas 3 and 1 share idle GPUs 3:1), since the work-conserving
 allocator lets a queue use idle capacity beyond its fair share that others may later want.
 
 The comparison happens where the two queues' paths meet: below their lowest common ancestor,

@@ -30,7 +30,7 @@ def pending(name: str, queue_name: str, count: int, gpu: float = 1) -> list[Even
 
 
 def test_seed_002_quotas_3_and_1_share_12_idle_gpus_9_and_3() -> None:
-    """Spare capacity follows deserved quota: 75% / 25% (CONTRACT section 6 corrects the seed)."""
+    """Spare capacity follows deserved quota: 75% / 25% (contract §6 corrects the seed)."""
     cluster = Cluster()
     cluster.given(
         0, queue("a", gpu_quota=3), queue("b", gpu_quota=1), node("n1", gpu=8), node("n2", gpu=4)

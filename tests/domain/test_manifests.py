@@ -1,4 +1,4 @@
-"""Queue manifests: native documents and KAI Queue resources (seed 003) become QueueConfigured."""
+"""Queue manifests: native documents and KAI Queue resources (KAI's queue documentation) become QueueConfigured."""
 
 from __future__ import annotations
 

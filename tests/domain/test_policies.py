@@ -1,4 +1,4 @@
-"""Queue policies (CONTRACT §5, seed 000), table-driven given / when / then over the pure core."""
+"""Queue policies (contract §5, PAI's queue-policy documentation), table-driven given / when / then over the pure core."""
 
 from __future__ import annotations
 

@@ -178,7 +178,7 @@ def check_policy_order(state: State, emitted: list[NodeCommand], were_pending: s
         for other_id in queue_state.pending.job_ids():
             other = state.jobs[other_id]
             if other.awaiting or key(other) > key(placed_job):
-                continue  # behind it, or a preemption started for it: not blocked (CONTRACT §5)
+                continue  # behind it, or a preemption started for it: not blocked (contract §5)
             kind = queue_state.policy.kind
             assert kind != "fifo", (other_id, job_id)
             if kind == "balance":

@@ -1,4 +1,4 @@
-"""`quotaflow simulate` as a black box (CONTRACT.md section 7): the real console script, no broker."""
+"""`quotaflow simulate` as a black box (the QuotaFlow contract §7): the real console script, no broker."""
 
 from __future__ import annotations
 
