@@ -245,7 +245,9 @@ class Session:
     def dispatch(self, job: Job, plan: Plan, reason: str | None = None) -> None:
         """Commits a placement: allocates, emits one Dispatch per node, leaves pending."""
         tasks = sum(plan.values())
-        in_quota = within_quota(self.state, job, tasks)
+        # Non-preemptible work (interactive included) is admitted only within deserved quota,
+        # counted over the queue's non-preemptible work: it always runs on quota.
+        in_quota = not job.preemptible or within_quota(self.state, job, tasks)
         self.state.drop_holds(job)
         job.awaiting.clear()
         if job.status is JobStatus.PENDING:

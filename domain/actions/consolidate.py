@@ -52,6 +52,16 @@ def free_room(state: State, job: Job) -> Resources:
     return total
 
 
+def within_fair_share(state: State, job: Job, request: Resources) -> bool:
+    """Whether the job's queue (its own jobs' slot) stays within its fair share with the job."""
+    queue = state.queues[job.queue]
+    used = (queue.allocated + request).as_tuple()
+    for asked, total, share in zip(request.as_tuple(), used, queue.own_fair_share, strict=True):
+        if asked > 0 and total > share + 1e-6:
+            return False
+    return True
+
+
 def consolidate(session: Session, job: Job) -> Outcome | None:
     """Moves jobs to make the whole job fit, or changes nothing and returns None."""
     state = session.state
@@ -61,6 +71,8 @@ def consolidate(session: Session, job: Job) -> Outcome | None:
     if admission_breach(state, job, tasks) is not None:
         return None  # quota or limit, not fragmentation, keeps it out
     request = job.per_task * tasks
+    if not within_fair_share(state, job, request):
+        return None  # moving others' work for a queue beyond its share only invites a reclaim
     unallocated = state.capacity
     for top in state.top_level_queues():
         unallocated = unallocated - state.queues[top].subtree_allocated

@@ -145,3 +145,19 @@ def test_a_gang_fits_after_two_moves_all_dispatched_before_any_preempt() -> None
     cluster.agents_obey()
     assert sorted((c.job, c.node) for c in cluster.last) == [("pair", "n2"), ("pair", "n3")]
     assert cluster.state.nodes["n1"].allocated.gpu == 4000
+
+
+def test_nothing_moves_for_a_job_beyond_its_queues_fair_share() -> None:
+    cluster = fragmented()
+    crowd = {"gpu": {"quota": 0, "limit": -1, "over_quota_weight": 3}}
+    cluster.given(
+        5,
+        queue("borrower", gpu_quota=0),
+        queue("crowd", resources=crowd),
+        job("wide", "crowd", gpu=8, node_selector={"zone": "nowhere"}),  # demand, never placed
+    )
+    cluster.when(10, job("big", "borrower", gpu=4))
+    # The spare 4 GPUs are shared 1 : 3, so `big` would run 3 GPUs beyond its queue's share:
+    # moving a1 for it would only invite a reclaim.
+    assert cluster.state.queues["borrower"].own_fair_share[0] == 1000
+    assert cluster.last == []

@@ -209,3 +209,12 @@ def test_two_notebooks_preempt_exactly_two_trainings() -> None:
     settle(cluster, 1)
     cluster.when(2, job("nb1", "a", interactive=True), job("nb2", "a", interactive=True))
     assert len(preempts(settle(cluster, 2))) == 2
+
+
+def test_interactive_job_is_dispatched_on_quota_even_beside_over_quota_training() -> None:
+    cluster = Cluster()
+    cluster.given(0, gpu_queue("a", 2), node("n1", gpu=8))
+    cluster.when(1, *[job(f"train{i}", "a") for i in range(4)])  # 2 on quota, 2 beyond it
+    assert [c.reason for c in cluster.last] == ["quota", "quota", "over_quota", "over_quota"]
+    cluster.when(2, job("notebook", "a", interactive=True))
+    assert [(c.job, c.reason) for c in cluster.last] == [("notebook", "quota")]
