@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from domain.resources import Resources
-from domain.state import Job, State
+from domain.state import Job, Queue, State
 
 
 def limit_breach(state: State, job: Job, amount: Resources) -> str | None:
@@ -28,11 +28,7 @@ def quota_breach(state: State, job: Job, amount: Resources) -> str | None:
     that guarantees handed down to children are never used up by the parent's own jobs.
     """
     queue = state.queues[job.queue]
-    own = own_quota(state, queue.id) if queue.children else None
-    breach = queue.quota.quota_breach(queue.allocated + amount, own)
-    if breach is not None:
-        return f"queue {queue.id} would exceed its deserved quota ({breach})"
-    return None
+    return _deserved_breach(state, queue, queue.allocated + amount, "")
 
 
 def protected_breach(state: State, job: Job, amount: Resources) -> str | None:
@@ -43,10 +39,15 @@ def protected_breach(state: State, job: Job, amount: Resources) -> str | None:
     a notebook from starting on an idle GPU (docs/quotas.md).
     """
     queue = state.queues[job.queue]
+    return _deserved_breach(state, queue, queue.protected + amount, " non-preemptible")
+
+
+def _deserved_breach(state: State, queue: Queue, used: Resources, counted: str) -> str | None:
+    """Why `used` would exceed the queue's deserved quota (the OWN slot's, for a parent)."""
     own = own_quota(state, queue.id) if queue.children else None
-    breach = queue.quota.quota_breach(queue.protected + amount, own)
+    breach = queue.quota.quota_breach(used, own)
     if breach is not None:
-        return f"queue {queue.id} would exceed its deserved quota ({breach} non-preemptible)"
+        return f"queue {queue.id} would exceed its deserved quota ({breach}{counted})"
     return None
 
 

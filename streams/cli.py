@@ -703,13 +703,19 @@ def _load_documents(path: str) -> Iterator[tuple[str, Any]]:
             yield where, item
 
 
-def _cancel(args: argparse.Namespace) -> int:
-    body = {"type": "JobCancelled", "job": args.job}
+def _send_one(
+    args: argparse.Namespace, what: str, topic: str, key: str, body: dict[str, Any]
+) -> None:
+    """Validates one event with the scheduler's codec, then produces it."""
     try:
-        validate(topics.JOBS, body)
+        validate(topic, body)
     except DecodeError as exc:
-        raise CliError(f"cancel: {exc}", EXIT_USAGE) from None
-    _produce(args, topics.JOBS, [(args.job, orjson.dumps(body))])
+        raise CliError(f"{what}: {exc}", EXIT_USAGE) from None
+    _produce(args, topic, [(key, orjson.dumps(body))])
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    _send_one(args, "cancel", topics.JOBS, args.job, {"type": "JobCancelled", "job": args.job})
     print(f"cancel requested for {args.job}")
     return 0
 
@@ -745,11 +751,7 @@ def _queue_apply(args: argparse.Namespace) -> int:
 
 def _queue_delete(args: argparse.Namespace) -> int:
     body = {"type": "QueueDeleted", "queue": args.queue}
-    try:
-        validate(topics.ADMIN, body)
-    except DecodeError as exc:
-        raise CliError(f"queue delete: {exc}", EXIT_USAGE) from None
-    _produce(args, topics.ADMIN, [(args.queue, orjson.dumps(body))])
+    _send_one(args, "queue delete", topics.ADMIN, args.queue, body)
     print(f"delete requested for queue {args.queue}")
     return 0
 
