@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 BOOTSTRAP_ENV = "QUOTAFLOW_BOOTSTRAP"
+BROKER_ENV = "QUOTAFLOW_TEST_BROKER"  # "maven" (default) or "docker" (testcontainers)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -24,6 +25,9 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if external:
         yield external
         return
+    if os.environ.get(BROKER_ENV, "maven") == "docker":
+        yield from _docker_broker()
+        return
     from streams.broker import project_root, start_broker
 
     handle = start_broker(project_root(), data_dir=tmp_path_factory.mktemp("kafka"))
@@ -31,3 +35,21 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield handle.bootstrap
     finally:
         handle.stop()
+
+
+def _docker_broker() -> Iterator[str]:
+    """A KRaft broker in a container, for machines with a Docker engine (opt-in).
+
+    The default is the Maven-fetched broker, which needs no Docker; single-broker
+    transactions need the transaction log's replication factor and min ISR at 1.
+    """
+    from testcontainers.kafka import KafkaContainer
+
+    container = (
+        KafkaContainer("confluentinc/cp-kafka:7.6.0")
+        .with_kraft()
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
+    )
+    with container:
+        yield container.get_bootstrap_server()
