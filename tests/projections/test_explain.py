@@ -217,3 +217,24 @@ def test_reclaim_explanation_carries_the_queues_numbers_of_that_cycle() -> None:
     # a asks for 1 GPU of its deserved 2, so b's fair share is the other 3, and b holds 4.
     assert (gpu_a["deserved"], gpu_a["fair_share"], gpu_a["allocated"]) == (2, 1, 0)
     assert (gpu_b["deserved"], gpu_b["fair_share"], gpu_b["allocated"]) == (2, 3, 4)
+
+
+def test_cancel_and_node_loss_are_explained_without_a_preemptor() -> None:
+    j = Journal()
+    j.at(1, event("ClusterConfigured", heartbeat_timeout_s=10), queue("a", 8))
+    j.at(2, node("n1", gpu=1), node("n2", gpu=1), node("n3", gpu=1))
+    j.at(3, job("gang", "a", tasks=2), job("solo", "a"))
+    placed = {c.job: c.node for c in j.last if c.type == "Dispatch" and c.job == "solo"}
+    gang_nodes = sorted(c.node for c in j.last if c.type == "Dispatch" and c.job == "gang")
+    settle(j, 3)
+    # One of the gang's nodes goes silent; the others keep beating.
+    j.at(6_000, *(node(n, gpu=1) for n in (gang_nodes[0], placed["solo"])))
+    j.tick(12_500)
+    assert [(c.job, c.reason) for c in j.last] == [("gang", "node_lost")]  # type: ignore[union-attr]
+    j.at(12_600, event("JobCancelled", job="solo"))
+    assert [(c.job, c.reason) for c in j.last] == [("solo", "cancelled")]  # type: ignore[union-attr]
+    for victim, reason in (("gang", "node_lost"), ("solo", "cancelled")):
+        explained = explain_job(j.view, victim)
+        text = " ".join(explained.get("preemptions", [])) + " " + explained["summary"]
+        assert f"reason {reason!r}" in text
+        assert PREEMPTION_RULES[reason] in text
