@@ -209,12 +209,24 @@ class Queue:
 class NodeIndex:
     """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
 
-    __slots__ = ("_entries", "_keys", "version")
+    __slots__ = ("_entries", "_free", "_keys", "version")
 
     def __init__(self) -> None:
         self._entries: list[tuple[int, int, int, str]] = []
         self._keys: dict[str, tuple[int, int, int, str]] = {}
+        self._free = [0, 0, 0]  # sum over live nodes of their free capacity, each at least 0
         self.version = 0  # bumped on every change, so a cycle can reuse what it derived
+
+    @property
+    def free_total(self) -> Resources:
+        """What all live nodes have free, each node counted at zero or more."""
+        return Resources(self._free[0], self._free[1], self._free[2])
+
+    def _count(self, key: tuple[int, int, int, str], sign: int) -> None:
+        gpu, cpu, memory, _ = key
+        self._free[0] += sign * max(0, gpu)
+        self._free[1] += sign * max(0, cpu)
+        self._free[2] += sign * max(0, memory)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -228,6 +240,7 @@ class NodeIndex:
         key = (free.gpu, free.cpu, free.memory, node.id)
         bisect.insort(self._entries, key)
         self._keys[node.id] = key
+        self._count(key, 1)
 
     def discard(self, node_id: str) -> None:
         key = self._keys.pop(node_id, None)
@@ -235,6 +248,7 @@ class NodeIndex:
             self.version += 1
             index = bisect.bisect_left(self._entries, key)
             del self._entries[index]
+            self._count(key, -1)
 
     def fullest_first(self, at_least_gpu: int) -> Iterator[str]:
         """Nodes with at least `at_least_gpu` free, fullest (least free gpu) first."""

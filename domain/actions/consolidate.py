@@ -44,6 +44,8 @@ def movable(job: Job, by: Job) -> bool:
 
 def free_room(state: State, job: Job) -> Resources:
     """Free capacity of the live nodes the job may use."""
+    if not job.node_selector:
+        return state.node_index.free_total
     total = ZERO
     for node_id in sorted(state.nodes):
         node = state.nodes[node_id]

@@ -28,12 +28,7 @@ def growable(job: Job) -> bool:
 
 
 def free_capacity(state: State) -> Resources:
-    total = ZERO
-    for node_id in sorted(state.nodes):
-        node = state.nodes[node_id]
-        if not node.lost:
-            total = total + node.free.clamp_at_zero()
-    return total
+    return state.node_index.free_total
 
 
 class Expand:

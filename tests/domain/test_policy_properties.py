@@ -16,7 +16,7 @@ from domain.events import Event, JobSubmitted, JournalRecord
 from domain.evolve import evolve
 from domain.framework import QueuePolicy
 from domain.plugins import DEFAULT_PLUGINS
-from domain.resources import ZERO
+from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, Queue, State
 from tests.domain.harness import event, job, node, queue
 
@@ -145,6 +145,8 @@ def run(policies: list[tuple[str, int, int]], ops: list[Any]) -> Journal:
 
 
 def check_capacity_and_limits(state: State) -> None:
+    recount = sum((n.free.clamp_at_zero() for n in state.nodes.values() if not n.lost), Resources())
+    assert state.node_index.free_total == recount  # the index's running sum never drifts
     for node_state in state.nodes.values():
         assert node_state.allocated.fits_in(node_state.capacity), node_state
         # What is held for a preemptor is what its victims free once they stop: it may overlap
