@@ -8,6 +8,7 @@ from domain.codec import decode_timed
 from domain.commands import NodeCommand
 from domain.decider import admit, close_group, fold, initial_state
 from domain.events import Event, JournalRecord
+from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.simulation import Simulator
 from domain.state import Job, State
 
@@ -46,7 +47,8 @@ class Cluster:
     call `agents_obey()` to answer every command of the last group as an agent would.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, plugins: Plugins = DEFAULT_PLUGINS) -> None:
+        self.plugins = plugins
         self.state: State = initial_state()
         self.seq = 0
         self.ts = 0
@@ -65,9 +67,10 @@ class Cluster:
                 self.rejections.append((item, reason))
                 continue
             self.seq += 1
-            self.state, commands = fold(self.state, JournalRecord(seq=self.seq, ts=ts, event=item))
+            record = JournalRecord(seq=self.seq, ts=ts, event=item)
+            self.state, commands = fold(self.state, record, self.plugins)
             emitted += commands
-        self.state, commands = close_group(self.state)
+        self.state, commands = close_group(self.state, self.plugins)
         emitted += commands
         self.last = emitted
         self.commands += emitted

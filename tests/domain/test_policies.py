@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from domain.decider import admit, close_group, fold
+from domain.decider import fold
 from domain.events import Event, JournalRecord
 from domain.framework import PreemptionRule
 from domain.pending import Standing, pending_view
@@ -278,39 +278,10 @@ class UrgentPreemptsLowerPriority:
         return True
 
 
-class PluggedCluster(Cluster):
-    """The harness cluster, folding with the given plugins."""
-
-    def __init__(self, plugins: Plugins) -> None:
-        super().__init__()
-        self.plugins = plugins
-
-    def at(self, ts: int, *events: Event) -> list[Any]:
-        self.ts = ts
-        emitted: list[Any] = []
-        for item in events:
-            reason = None if item.type == "Tick" else admit(self.state, item)
-            if reason is not None:
-                self.rejections.append((item, reason))
-                continue
-            self.seq += 1
-            record = JournalRecord(seq=self.seq, ts=ts, event=item)
-            self.state, commands = fold(self.state, record, self.plugins)
-            emitted += commands
-        self.state, commands = close_group(self.state, self.plugins)
-        emitted += commands
-        self.last = emitted
-        self.commands += emitted
-        return emitted
-
-    given = at
-    when = at
-
-
 @pytest.mark.parametrize("kind", ["fifo", "round_robin", "balance", "intelligent"])
 def test_resources_freed_by_a_preemption_are_held_for_the_preemptor(kind: str) -> None:
     rule: PreemptionRule = UrgentPreemptsLowerPriority()
-    cluster = PluggedCluster(Plugins(preemption_rules=[rule]))
+    cluster = Cluster(Plugins(preemption_rules=[rule]))
     cluster.given(0, policy_queue("q", kind), node("n1", gpu=4))
     cluster.given(1 * S, job("low", "q", gpu=4, priority=1))
     cluster.agents_obey(2 * S)
@@ -327,7 +298,7 @@ def test_resources_freed_by_a_preemption_are_held_for_the_preemptor(kind: str) -
 
 def test_a_job_behind_a_preempting_job_may_use_what_is_not_held() -> None:
     rule: PreemptionRule = UrgentPreemptsLowerPriority()
-    cluster = PluggedCluster(Plugins(preemption_rules=[rule]))
+    cluster = Cluster(Plugins(preemption_rules=[rule]))
     cluster.given(0, policy_queue("q", "fifo"), node("n1", gpu=4), node("n2", gpu=2))
     cluster.given(1 * S, job("low", "q", gpu=4, priority=1), job("low2", "q", gpu=1, priority=1))
     cluster.when(3 * S, job("urgent", "q", gpu=4, priority=9), job("small", "q", gpu=1))

@@ -3,7 +3,6 @@ usage and timelines; a killed projections process rebuilds the same views; whati
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import os
 import signal
@@ -13,9 +12,8 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 import pytest
@@ -25,26 +23,14 @@ from domain.codec import encode_journal
 from domain.events import JournalRecord, Tick
 from streams.kafka_io import Topics, ensure_topics, idempotent_producer, read_committed_consumer
 from streams.replay import read_journal
+from tests.streams.test_sequencer import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = Path("/work/shared/traces/alibaba-gpu-v2023")
 WAIT_S = 90.0
-T = TypeVar("T")
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-async def wait_for(probe: Callable[[], Awaitable[T | None]], what: str) -> T:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while True:
-        result = await probe()
-        if result is not None and result is not False:
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 def free_port() -> int:
@@ -110,7 +96,9 @@ class Projections:
             health = http(self.port, "/health")
             return health if health and health["seq"] >= seq else None
 
-        return await wait_for(probe, f"projections to fold up to seq {seq} (log: {self.log})")
+        return await wait_for(
+            probe, f"projections to fold up to seq {seq} (log: {self.log})", timeout_s=WAIT_S
+        )
 
 
 class Agent:
@@ -146,7 +134,7 @@ class Agent:
                 self.commands += [orjson.loads(r.value) for r in records]
             return len(self.commands) >= wanted
 
-        await wait_for(probe, f"{count} command(s)")
+        await wait_for(probe, f"{count} command(s)", timeout_s=WAIT_S)
         fresh = self.commands[wanted - count : wanted]
         for command in fresh:
             kind = "JobStarted" if command["type"] == "Dispatch" else "JobPreempted"
@@ -244,7 +232,7 @@ async def test_projections_api_cli_and_restart(kafka_bootstrap: str, tmp_path: P
                 finished = any(r.event.type == "JobFinished" for r in records)
                 return records if finished and records[-1].event.type == "Tick" else None
 
-            await wait_for(a0_done, "a0's finish in the journal")
+            await wait_for(a0_done, "a0's finish in the journal", timeout_s=WAIT_S)
         # The scheduler has stopped: the journal is frozen from here on.
         records = await read_journal(kafka_bootstrap, topics.prefix)
         last_seq = records[-1].seq

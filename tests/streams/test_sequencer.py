@@ -52,10 +52,12 @@ async def produce(bootstrap: str, topic: str, values: list[Any], key: str | None
         await producer.stop()
 
 
-async def wait_for(probe: Callable[[], Awaitable[T | None]], what: str) -> T:
+async def wait_for(
+    probe: Callable[[], Awaitable[T | None]], what: str, timeout_s: float = WAIT_S
+) -> T:
     """Polls `probe` until it returns something other than None (or False)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
+    deadline = loop.time() + timeout_s
     while True:
         result = await probe()
         if result is not None and result is not False:
