@@ -41,7 +41,14 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {}
 
 
 class DecodeError(ValueError):
-    """Input that cannot become an event; the message is the reason sent to quotaflow.rejected."""
+    """Input that cannot become an event; the message is the reason sent to quotaflow.rejected.
+
+    `ts` is the input's own time when it could be read (a timed line that fails validation).
+    """
+
+    def __init__(self, reason: str, ts: int | None = None) -> None:
+        super().__init__(reason)
+        self.ts = ts
 
 
 def describe_validation_error(error: ValidationError) -> str:
@@ -105,7 +112,10 @@ def decode_timed(raw: bytes | str) -> tuple[int, Event]:
     data.pop("seq", None)
     if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
         raise DecodeError("ts: required, integer milliseconds since the Unix epoch")
-    return ts, _validate(data, None)
+    try:
+        return ts, _validate(data, None)
+    except DecodeError as exc:
+        raise DecodeError(str(exc), ts) from None
 
 
 def _upcast(data: dict[str, Any]) -> dict[str, Any]:

@@ -53,44 +53,53 @@ class Simulator:
 
     def run(self, lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
         """Yields each command and rejection as a JSON-ready dict, in emission order."""
-        group: list[tuple[str, Event]] = []
+        group: list[tuple[str, Event | str]] = []
         group_ts: int | None = None
         for raw in lines:
             text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
             text = text.strip()
             if not text:
                 continue
+            # The file's time so far includes the group still being gathered.
+            current = self.now if group_ts is None else max(self.now, group_ts)
+            item: Event | str
+            reason: str | None = None
             try:
-                ts, event = decode_timed(text)
+                ts, item = decode_timed(text)
             except DecodeError as exc:
+                # A readable time keeps the refusal in its own group, in file order.
+                ts, item, reason = (exc.ts if exc.ts is not None else -1), str(exc), str(exc)
+            if ts < current:  # no readable time, or before the file's time: refused now
+                if reason is None:
+                    reason = (
+                        f"ts {ts} is before the simulation's current time {current}: "
+                        "lines must be in time order"
+                    )
                 yield from self._flush_group(group_ts, group)
                 group, group_ts = [], None
-                yield self._reject(self.now, text, str(exc)).to_wire()
-                continue
-            if ts < self.now:
-                yield from self._flush_group(group_ts, group)
-                group, group_ts = [], None
-                reason = f"ts {ts} is before the simulation's current time {self.now}: lines must be in time order"
                 yield self._reject(self.now, text, reason).to_wire()
                 continue
             if group_ts is not None and ts != group_ts:
                 yield from self._flush_group(group_ts, group)
                 group = []
             group_ts = ts
-            group.append((text, event))
+            group.append((text, item))
         yield from self._flush_group(group_ts, group)
         yield from self._drain(None)
 
     def _flush_group(
-        self, ts: int | None, group: list[tuple[str, Event]]
+        self, ts: int | None, group: list[tuple[str, Event | str]]
     ) -> Iterator[dict[str, Any]]:
         if ts is None or not group:
             return
         yield from self._drain(ts)
         self.now = ts
         start = len(self.output)
-        for text, event in group:
-            self._fold_input(ts, text, event)
+        for text, item in group:
+            if isinstance(item, str):
+                self._reject(ts, text, item)  # a line that failed validation
+            else:
+                self._fold_input(ts, text, item)
         self._cycle_and_answer(ts)
         yield from (item.to_wire() for item in self.output[start:])
 

@@ -120,3 +120,25 @@ def test_lost_node_stops_the_rest_of_a_gang_and_of_an_elastic_job_below_min_task
         ("gang", "node_lost"),
     }
     assert cluster.job("flexible").placed_tasks == 1  # at min_tasks it runs on
+
+
+def test_simulate_stamps_an_invalid_line_with_its_own_time_in_file_order() -> None:
+    from tests.domain.harness import simulate
+
+    output = simulate(
+        {"type": "QueueConfigured", "queue": "a", "ts": 0},
+        {"type": "NodeHeartbeat", "node": "n1", "capacity": {"gpu": 1}, "ts": 0},
+        {"type": "JobSubmitted", "job": "bad", "queue": "a", "extra": 1, "ts": 10},
+        {"type": "JobSubmitted", "job": "good", "queue": "a", "ts": 10},
+        {"type": "JobSubmitted", "job": "late", "queue": "a", "extra": 1, "ts": 5},
+        {"type": "JobSubmitted", "job": "behind", "queue": "a", "ts": 7},
+    )
+    assert [(o["type"], o["ts"]) for o in output] == [
+        ("Rejected", 10),
+        ("Dispatch", 10),
+        ("Rejected", 10),  # before the simulation's time: refused at once, at that time
+        ("Rejected", 10),
+    ]
+    assert "extra: unknown field" in output[0]["reason"]
+    assert "extra: unknown field" in output[2]["reason"]
+    assert "ts 7 is before the simulation's current time 10" in output[3]["reason"]
