@@ -79,6 +79,11 @@ class Topics:
         return self.name(names.REJECTED)
 
     @property
+    def snapshots(self) -> str:
+        """The scheduler's state snapshots (compacted; see streams/snapshots.py)."""
+        return self.name("quotaflow.snapshots")
+
+    @property
     def ingress(self) -> tuple[str, ...]:
         return tuple(self.name(topic) for topic in names.INGRESS)
 
