@@ -562,6 +562,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cluster", default="default", help="cluster id (journal key)")
     parser.add_argument("--topic-prefix", default="", help="prefix for every topic name")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--snapshot-records", type=int, default=SNAPSHOT_RECORDS, help="0: no snapshots"
+    )
+    parser.add_argument("--snapshot-seconds", type=float, default=SNAPSHOT_SECONDS)
+    parser.add_argument("--ignore-snapshots", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -575,7 +580,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await run_scheduler(args.bootstrap, args.cluster, args.topic_prefix, stop)
+        await run_scheduler(
+            args.bootstrap,
+            args.cluster,
+            args.topic_prefix,
+            stop,
+            snapshot_records=args.snapshot_records,
+            snapshot_seconds=args.snapshot_seconds,
+            load_snapshots=not args.ignore_snapshots,
+        )
 
     asyncio.run(_main())
     return 0
