@@ -103,7 +103,10 @@ def setup_events(nodes: int, jobs: int, seed: int) -> Iterator[list[Event]]:
             "resources": {"gpu": gpu, "cpu": 4000 * gpu, "memory": 32000 * gpu},
         }
         if rng.random() < 0.02:
-            spec["node_selector"] = {"pool": "reserved"}  # no node has it: stays pending
+            # No node has this label: pending for good, in a round_robin queue (which skips
+            # a blocked job, so it holds up nothing behind it).
+            spec["node_selector"] = {"pool": "reserved"}
+            spec["queue"] = f"q{rng.randrange(1, QUEUES, 4):02d}"
         batch.append(JobSubmitted.model_validate(spec))
         if len(batch) == 500:
             yield batch
