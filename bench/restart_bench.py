@@ -294,15 +294,19 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=5_000)
     parser.add_argument("--jobs", type=int, default=10_200)
+    parser.add_argument("--logs", type=Path, help="keep the schedulers' logs here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="restart-bench-") as tmp:
         logs = Path(tmp)
+        if args.logs:
+            logs = args.logs
+            logs.mkdir(parents=True, exist_ok=True)
         if args.bootstrap:
             asyncio.run(bench(args.bootstrap, args, logs))
             return 0
         from streams.broker import start_broker
 
-        handle = start_broker(ROOT, data_dir=logs / "kafka")
+        handle = start_broker(ROOT, data_dir=Path(tmp) / "kafka")
         try:
             asyncio.run(bench(handle.bootstrap, args, logs))
         finally:

@@ -15,9 +15,11 @@ manifest and falls back to older ones, then to the whole journal, logging why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import zlib
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
@@ -122,6 +124,19 @@ async def ensure_snapshot_topic(bootstrap: str, topic: str, timeout_s: float = 3
     await partitions_of(bootstrap, [topic])  # waits until its metadata is there
 
 
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Encoding or decoding a state allocates millions of objects and frees none: the cyclic
+    collector would walk the whole heap again and again for nothing (half the time here)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def chunk_key(cluster: str, slot: int, index: int) -> bytes:
     return f"{cluster}/snapshot/{slot}/chunk/{index:05d}".encode()
 
@@ -177,7 +192,8 @@ class SnapshotWriter:
         self, producer: AIOKafkaProducer, state: State, journal_offset: int
     ) -> Manifest:
         """Sends the state's chunks, tombstones and manifest; the caller's commit makes them real."""
-        body = encode_state(state)  # the state after this batch's cycle
+        with _no_gc():
+            body = encode_state(state)  # the state after this batch's cycle
         packed = zlib.compress(body, 1)
         pieces = [
             packed[start : start + self.chunk_bytes]
@@ -281,7 +297,8 @@ async def _assemble(
         raise SnapshotError(f"chunks do not decompress: {exc}") from None
     if len(body) != manifest.size or digest(body) != manifest.sha256:
         raise SnapshotError("sha256 of the chunks does not match the manifest")
-    state = decode_state(body)
+    with _no_gc():
+        state = decode_state(body)
     if state.seq != manifest.seq:
         raise SnapshotError(f"state is at seq {state.seq}, manifest says {manifest.seq}")
     return LoadedSnapshot(manifest, state, body)
