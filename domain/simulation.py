@@ -20,6 +20,7 @@ from domain.codec import DecodeError, decode_timed
 from domain.commands import Dispatch, NodeCommand, Preempt, Rejected
 from domain.decider import admit, apply, close_group, initial_state
 from domain.events import Event, JobFinished, JobPreempted, JobStarted, NodeHeartbeat, Tick
+from domain.limits import REASON_CHARS_MAX, REJECTED_INPUT_CHARS_MAX, clip
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 
@@ -122,7 +123,12 @@ class Simulator:
             self._durations[event.job] = event.duration_s
 
     def _reject(self, ts: int, text: str, reason: str) -> Rejected:
-        rejected = Rejected(ts=ts, input=text, reason=reason)
+        # Bounded echoes: a refused line of any size prints as one short line.
+        rejected = Rejected(
+            ts=ts,
+            input=clip(text, REJECTED_INPUT_CHARS_MAX),
+            reason=clip(reason, REASON_CHARS_MAX),
+        )
         self.output.append(rejected)
         return rejected
 
