@@ -163,13 +163,13 @@ class QueueConfigured(Strict):
 
     @model_validator(mode="after")
     def _gpu_amounts_exact(self) -> QueueConfigured:
-        for name, spec in self.resources.items():
-            ceiling = limits.QUEUE_AMOUNT_MAX[name]
+        for resource, amounts in self.resources.items():
+            ceiling = limits.QUEUE_AMOUNT_MAX[resource]
             for field in ("quota", "limit"):
-                if getattr(spec, field) > ceiling:
+                if getattr(amounts, field) > ceiling:
                     raise ValueError(
-                        f"resources.{name}.{field}: must be at most {ceiling} "
-                        f"(limit for a queue's {name})"
+                        f"resources.{resource}.{field}: must be at most {ceiling} "
+                        f"(limit for a queue's {resource})"
                     )
         gpu = self.resources.get("gpu")
         if gpu is not None:
