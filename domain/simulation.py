@@ -49,6 +49,7 @@ class Simulator:
         self._durations: dict[str, float | None] = {}
         self._heartbeats: dict[str, NodeHeartbeat] = {}
         self.output: list[NodeCommand | Rejected] = []
+        self.accepted = 0  # input lines folded; every other non-blank line was rejected
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -107,6 +108,7 @@ class Simulator:
     def _fold_input(self, ts: int, text: str, event: Event) -> None:
         if isinstance(event, Tick):
             self._append(ts, event)
+            self.accepted += 1
             return
         reason = admit(self.state, event)
         if reason is not None:
@@ -115,6 +117,7 @@ class Simulator:
         if isinstance(event, NodeHeartbeat):
             self._heartbeats[event.node] = event
         self._append(ts, event)
+        self.accepted += 1
 
     def _append(self, ts: int, event: Event) -> None:
         self.seq += 1
