@@ -77,8 +77,8 @@ TICK_MS_MAX = 60_000
 ATTEMPT_MAX = 2**31 - 1  # attempts count requeues of one job
 
 
-def clip(text: str, limit: int = ECHO_CHARS_MAX) -> str:
-    """`text` itself when short, else its first `limit` characters and how long it was."""
+def clip(text: str, limit: int = ECHO_CHARS_MAX, *, counted: bool = True) -> str:
+    """`text` itself when short, else its first `limit` characters (and how long it was)."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}... ({len(text)} characters)"
+    return f"{text[:limit]}... ({len(text)} characters)" if counted else f"{text[:limit]}..."

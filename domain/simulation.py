@@ -129,7 +129,8 @@ class Simulator:
         # Bounded echoes: a refused line of any size prints as one short line.
         rejected = Rejected(
             ts=ts,
-            input=clip(text, REJECTED_INPUT_CHARS_MAX),
+            # Not counted: a reader may have handed over only the first bytes of a long line.
+            input=clip(text, REJECTED_INPUT_CHARS_MAX, counted=False),
             reason=clip(reason, REASON_CHARS_MAX),
         )
         self.output.append(rejected)
