@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import logging
 import signal
 import sys
@@ -20,13 +21,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.errors import ProducerFenced
+from aiokafka.errors import (
+    CorruptRecordException,
+    InvalidTimestampError,
+    MessageSizeTooLargeError,
+    OutOfOrderSequenceNumber,
+    ProducerFenced,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 from aiokafka.structs import OffsetAndMetadata
 
 from domain.codec import DecodeError, decode_ingress, decode_journal, encode_command, encode_journal
-from domain.commands import Rejected
+from domain.commands import NodeCommand, Rejected
 from domain.decider import admit, apply, close_group, fold, initial_state
 from domain.events import Event, JournalRecord, Tick
+from domain.limits import (
+    REASON_CHARS_MAX,
+    RECORD_BYTES_MAX,
+    REJECTED_INPUT_CHARS_MAX,
+    clip,
+)
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.kafka_io import (
@@ -49,6 +64,19 @@ REBUILD_TIMEOUT_S = 60
 
 InputKey = tuple[str, int, int]  # topic, partition, offset
 
+# Kafka's refusals of the records themselves: retrying the same records can never succeed.
+_RECORD_REFUSALS = (
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    CorruptRecordException,
+    InvalidTimestampError,
+)
+# The producer's own sequence state disagrees with the broker's: only a new epoch clears it.
+_PRODUCER_STATE_ERRORS = (OutOfOrderSequenceNumber,)
+# A poisoned input whose rejection could not be written either: its offset commits, nothing else.
+_SKIP = "\x00skip"
+
 
 class SchedulerFenced(Exception):
     """A newer scheduler with the same transactional id took over; this one must stop."""
@@ -66,9 +94,17 @@ class _CoreFailure(Exception):
 class _CycleFailure(Exception):
     """The core raised while running a cycle: no single input is known to be at fault."""
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: BaseException, reason: str | None = None) -> None:
         super().__init__(repr(error))
         self.error = error
+        self.reason = reason or f"internal error: {error!r}"
+
+
+class _Unwritable(_CycleFailure):
+    """Something the batch produced cannot be written (encoding, size, Kafka refused it).
+
+    Like a failing cycle it is isolated input by input; the input it follows is rejected.
+    """
 
 
 @dataclass(slots=True)
@@ -269,14 +305,18 @@ class Scheduler:
             except _CycleFailure as failure:
                 await self._recover(seek=False)
                 live = [r for r in batch if _key_of(r) not in poisoned]
-                if len(live) > 1:
-                    log.warning(
-                        "cycle failed (%r); retrying the batch input by input", failure.error
-                    )
+                unwritable = isinstance(failure, _Unwritable)
+                if len(live) > 1 or (unwritable and len(batch) > 1):
+                    log.warning("%s; retrying the batch input by input", failure.reason)
                     queue[:0] = [[record] for record in batch]
                 elif live:
-                    log.exception("internal error in the cycle after %s", _where(live[0]))
-                    poisoned[_key_of(live[0])] = f"internal error: {failure.error!r}"
+                    log.error("%s: %s", _where(live[0]), failure.reason, exc_info=not unwritable)
+                    poisoned[_key_of(live[0])] = failure.reason
+                    queue.insert(0, batch)
+                elif unwritable and poisoned.get(_key_of(batch[0])) != _SKIP:
+                    # Not even its rejection could be written: let its offset pass alone,
+                    # so the inputs behind it go on.
+                    poisoned[_key_of(batch[0])] = _SKIP
                     queue.insert(0, batch)
                 else:
                     # Unreachable while the core only cycles after an accepted input; if it
@@ -330,7 +370,7 @@ class Scheduler:
                     pending.add(
                         await producer.send(
                             self.topics.commands,
-                            encode_command(command),
+                            _command_bytes(command),
                             key=command.node.encode(),
                         )
                     )
@@ -347,9 +387,18 @@ class Scheduler:
             # A fatal producer state means our epoch is gone: a newer instance owns the id.
             if _is_fatal(producer):
                 raise SchedulerFenced(repr(exc)) from exc
+            if isinstance(exc, _RECORD_REFUSALS):
+                # Retrying these records can never succeed. A refused batch also leaves the
+                # idempotent producer's sequence numbers ahead of the broker's, so a new
+                # producer (a new epoch) takes over before the inputs are isolated one by one.
+                await self._restart_producer()
+                reason = f"Kafka refused to write what this input produced: {_describe(exc)}"
+                raise _Unwritable(exc, reason) from exc
             # Anything else (broker unavailable, timeout): the transaction's outcome is in the
             # journal and the committed offsets, so read them back and carry on from there.
             log.warning("transaction failed (%r); rebuilding from the journal", exc)
+            if isinstance(exc, _PRODUCER_STATE_ERRORS):
+                await self._restart_producer()
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
         self.committed_seq = self.state.seq
@@ -364,6 +413,16 @@ class Scheduler:
         )
         return outcome
 
+    async def _restart_producer(self) -> None:
+        old = self._producer
+        self._producer = None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.stop()
+        producer = transactional_producer(self.bootstrap, self.transactional_id)
+        await producer.start()
+        self._producer = producer
+
     async def _sequence_one(
         self,
         record: ConsumerRecord[bytes, bytes],
@@ -374,20 +433,37 @@ class Scheduler:
     ) -> None:
         key = _key_of(record)
         reason = poisoned.get(key)
+        if reason == _SKIP:
+            log.error(
+                "skipped %s: not even its rejection could be written (%d bytes, sha256 %s)",
+                _where(record),
+                len(record.value or b""),
+                hashlib.sha256(record.value or b"").hexdigest(),
+            )
+            return
         event: Event | None = None
+        journaled = b""
         if reason is None:
             try:
+                # decode_ingress refuses an input over limits.INPUT_BYTES_MAX before parsing it.
                 event = decode_ingress(self.topics.logical(record.topic), record.value or b"")
                 reason = admit(self.state, event)
             except DecodeError as exc:
                 reason = str(exc)
             except Exception as exc:
                 raise _CoreFailure(key, exc) from exc
+        if reason is None and event is not None:
+            # Checked before sending: a record Kafka would refuse must not fail the batch.
+            journaled, reason = _journal_bytes(
+                JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
+            )
         if reason is not None or event is None:
             await self._reject(record, ts, reason or "refused", pending)
             outcome.rejected += 1
             return
-        await self._journal(event, ts, pending)
+        pending.add(
+            await self._require_producer().send(self.topics.journal, journaled, key=self._key)
+        )
         self._apply(event, ts, key)
         outcome.journaled += 1
 
@@ -410,10 +486,20 @@ class Scheduler:
     async def _reject(
         self, record: ConsumerRecord[bytes, bytes], ts: int, reason: str, pending: _Pending
     ) -> None:
-        text = (record.value or b"").decode("utf-8", "replace")
-        wire = Rejected(ts=ts, input=text, reason=reason).to_wire()
-        # Where it came from, so an operator can find the original record.
-        wire.update(topic=record.topic, partition=record.partition, offset=record.offset)
+        raw = record.value or b""
+        # Decoding a bounded head is enough: each character takes at most 4 bytes.
+        text = raw[: 4 * REJECTED_INPUT_CHARS_MAX + 4].decode("utf-8", "replace")
+        reason = clip(reason, REASON_CHARS_MAX)
+        wire = Rejected(ts=ts, input=text[:REJECTED_INPUT_CHARS_MAX], reason=reason).to_wire()
+        # Where it came from and what it was, so an operator can find and check the original.
+        wire.update(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            size=len(raw),
+            sha256=hashlib.sha256(raw).hexdigest(),
+            input_truncated=len(text) > REJECTED_INPUT_CHARS_MAX,
+        )
         log.info("rejected %s: %s", _where(record), reason)
         pending.add(await self._require_producer().send(self.topics.rejected, dumps(wire)))
 
@@ -428,6 +514,37 @@ class Scheduler:
         if self._consumer is None:
             raise RuntimeError("scheduler not started")
         return self._consumer
+
+
+def _journal_bytes(record: JournalRecord) -> tuple[bytes, str | None]:
+    """The journal record's bytes, or the reason it cannot be written."""
+    try:
+        raw = encode_journal(record)
+    except Exception as exc:
+        return b"", f"journal record cannot be encoded: {clip(str(exc))}"
+    if len(raw) > RECORD_BYTES_MAX:
+        return b"", (
+            f"journal record would be {len(raw)} bytes, over the limit of {RECORD_BYTES_MAX} "
+            "bytes for one record"
+        )
+    return raw, None
+
+
+def _command_bytes(command: NodeCommand) -> bytes:
+    """The command's bytes; a command that cannot be written fails the batch as _Unwritable."""
+    what = f"{command.type} of job {command.job} to node {command.node}"
+    try:
+        raw = encode_command(command)
+    except Exception as exc:
+        raise _Unwritable(exc, f"{what} cannot be encoded: {clip(str(exc))}") from exc
+    if len(raw) > RECORD_BYTES_MAX:
+        reason = f"{what} would be {len(raw)} bytes, over the limit of {RECORD_BYTES_MAX} bytes"
+        raise _Unwritable(ValueError(reason), reason)
+    return raw
+
+
+def _describe(exc: BaseException) -> str:
+    return clip(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
 def _is_fatal(producer: AIOKafkaProducer) -> bool:
