@@ -6,9 +6,12 @@ import hashlib
 import uuid
 
 import orjson
+import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+import streams.sequencer
 from domain import limits
+from domain.commands import NodeCommand
 from streams.kafka_io import Topics, ensure_topics
 from tests.streams.test_rejections import _dispatched, _rejections
 from tests.streams.test_sequencer import (
@@ -130,3 +133,31 @@ async def test_a_record_kafka_refuses_rejects_its_input_and_the_rest_of_the_batc
     submitted = [r.event.job for r in journal if r.event.type == "JobSubmitted"]
     assert submitted == ["before", "after"]
     assert [r.seq for r in journal] == list(range(1, len(journal) + 1))
+
+
+async def test_a_command_that_cannot_be_encoded_rejects_the_input_that_caused_it(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The limits keep every command encodable; this stands in for a core that one day is not.
+    topics = await make_topics(kafka_bootstrap)
+    cluster = "c-" + uuid.uuid4().hex[:6]
+    real_encode = streams.sequencer.encode_command
+
+    def encode(command: NodeCommand) -> bytes:
+        if command.job == "boom":
+            raise OverflowError("Integer exceeds 64-bit range")
+        return real_encode(command)
+
+    monkeypatch.setattr(streams.sequencer, "encode_command", encode)
+    async with running_scheduler(kafka_bootstrap, topics, cluster):
+        await seed_cluster(kafka_bootstrap, topics, cluster)
+        await produce(kafka_bootstrap, topics.jobs, [job("before"), job("boom"), job("after")])
+        await _dispatched(kafka_bootstrap, topics, "after")
+        rejected = await _rejections(kafka_bootstrap, topics.rejected, 1)
+
+    assert len(rejected) == 1
+    assert orjson.loads(rejected[0]["input"])["job"] == "boom"
+    assert "Dispatch of job boom to node node-a cannot be encoded" in rejected[0]["reason"]
+    journal = await journal_of(kafka_bootstrap, topics, cluster)
+    submitted = [r.event.job for r in journal if r.event.type == "JobSubmitted"]
+    assert submitted == ["before", "after"]
