@@ -70,8 +70,8 @@ def job(**fields: Any) -> dict[str, Any]:
         ),
         (
             "quotaflow.admin",
-            {"type": "ClusterConfigured", "tick_ms": 1},
-            ("tick_ms", str(limits.TICK_MS_MIN)),
+            {"type": "ClusterConfigured", "tick_ms": limits.TICK_MS_MAX + 1},
+            ("tick_ms", str(limits.TICK_MS_MAX)),
         ),
         (
             "quotaflow.admin",
