@@ -97,7 +97,7 @@ class _CycleFailure(Exception):
     def __init__(self, error: BaseException, reason: str | None = None) -> None:
         super().__init__(repr(error))
         self.error = error
-        self.reason = reason or f"internal error: {error!r}"
+        self.reason = reason or f"internal error: {clip(repr(error))}"
 
 
 class _Unwritable(_CycleFailure):
@@ -298,7 +298,7 @@ class Scheduler:
                 outcome = await self._transact(batch, poisoned)
             except _CoreFailure as failure:
                 log.exception("internal error applying %s; rejecting it", _where_key(failure.key))
-                poisoned[failure.key] = f"internal error: {failure.error!r}"
+                poisoned[failure.key] = f"internal error: {clip(repr(failure.error))}"
                 await self._recover(seek=False)
                 queue.insert(0, batch)
                 continue
