@@ -21,38 +21,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.errors import (
-    CorruptRecordException,
-    InvalidTimestampError,
-    MessageSizeTooLargeError,
-    OutOfOrderSequenceNumber,
-    ProducerFenced,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-)
+from aiokafka.errors import ProducerFenced
 from aiokafka.structs import OffsetAndMetadata
 
-from domain.codec import DecodeError, decode_ingress, decode_journal, encode_command, encode_journal
-from domain.commands import NodeCommand, Rejected
+from domain.codec import DecodeError, decode_ingress, decode_journal, encode_journal
+from domain.commands import NodeCommand
 from domain.decider import admit, apply, close_group, fold, initial_state
 from domain.events import Event, JournalRecord, Tick
-from domain.limits import (
-    REASON_CHARS_MAX,
-    RECORD_BYTES_MAX,
-    REJECTED_INPUT_CHARS_MAX,
-    clip,
-)
+from domain.limits import REASON_CHARS_MAX, clip
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.kafka_io import (
     Topics,
-    dumps,
     ensure_topics,
     now_ms,
     partitions_of,
     read_committed_consumer,
     read_to_end,
     transactional_producer,
+)
+from streams.records import (
+    PRODUCER_STATE_ERRORS,
+    RECORD_REFUSALS,
+    command_bytes,
+    describe,
+    journal_bytes,
+    rejection_bytes,
 )
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
@@ -64,16 +58,6 @@ REBUILD_TIMEOUT_S = 60
 
 InputKey = tuple[str, int, int]  # topic, partition, offset
 
-# Kafka's refusals of the records themselves: retrying the same records can never succeed.
-_RECORD_REFUSALS = (
-    MessageSizeTooLargeError,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-    CorruptRecordException,
-    InvalidTimestampError,
-)
-# The producer's own sequence state disagrees with the broker's: only a new epoch clears it.
-_PRODUCER_STATE_ERRORS = (OutOfOrderSequenceNumber,)
 # A poisoned input whose rejection could not be written either: its offset commits, nothing else.
 _SKIP = "\x00skip"
 
@@ -387,17 +371,17 @@ class Scheduler:
             # A fatal producer state means our epoch is gone: a newer instance owns the id.
             if _is_fatal(producer):
                 raise SchedulerFenced(repr(exc)) from exc
-            if isinstance(exc, _RECORD_REFUSALS):
+            if isinstance(exc, RECORD_REFUSALS):
                 # Retrying these records can never succeed. A refused batch also leaves the
                 # idempotent producer's sequence numbers ahead of the broker's, so a new
                 # producer (a new epoch) takes over before the inputs are isolated one by one.
                 await self._restart_producer()
-                reason = f"Kafka refused to write what this input produced: {_describe(exc)}"
+                reason = f"Kafka refused to write what this input produced: {describe(exc)}"
                 raise _Unwritable(exc, reason) from exc
             # Anything else (broker unavailable, timeout): the transaction's outcome is in the
             # journal and the committed offsets, so read them back and carry on from there.
             log.warning("transaction failed (%r); rebuilding from the journal", exc)
-            if isinstance(exc, _PRODUCER_STATE_ERRORS):
+            if isinstance(exc, PRODUCER_STATE_ERRORS):
                 await self._restart_producer()
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
@@ -454,7 +438,7 @@ class Scheduler:
                 raise _CoreFailure(key, exc) from exc
         if reason is None and event is not None:
             # Checked before sending: a record Kafka would refuse must not fail the batch.
-            journaled, reason = _journal_bytes(
+            journaled, reason = journal_bytes(
                 JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
             )
         if reason is not None or event is None:
@@ -486,22 +470,10 @@ class Scheduler:
     async def _reject(
         self, record: ConsumerRecord[bytes, bytes], ts: int, reason: str, pending: _Pending
     ) -> None:
-        raw = record.value or b""
-        # Decoding a bounded head is enough: each character takes at most 4 bytes.
-        text = raw[: 4 * REJECTED_INPUT_CHARS_MAX + 4].decode("utf-8", "replace")
-        reason = clip(reason, REASON_CHARS_MAX)
-        wire = Rejected(ts=ts, input=text[:REJECTED_INPUT_CHARS_MAX], reason=reason).to_wire()
-        # Where it came from and what it was, so an operator can find and check the original.
-        wire.update(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            size=len(raw),
-            sha256=hashlib.sha256(raw).hexdigest(),
-            input_truncated=len(text) > REJECTED_INPUT_CHARS_MAX,
-        )
-        log.info("rejected %s: %s", _where(record), reason)
-        pending.add(await self._require_producer().send(self.topics.rejected, dumps(wire)))
+        # Bounded, with where the input came from, its size and hash (streams/records.py).
+        raw = rejection_bytes(record, ts, reason)
+        log.info("rejected %s: %s", _where(record), clip(reason, REASON_CHARS_MAX))
+        pending.add(await self._require_producer().send(self.topics.rejected, raw))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -516,35 +488,12 @@ class Scheduler:
         return self._consumer
 
 
-def _journal_bytes(record: JournalRecord) -> tuple[bytes, str | None]:
-    """The journal record's bytes, or the reason it cannot be written."""
-    try:
-        raw = encode_journal(record)
-    except Exception as exc:
-        return b"", f"journal record cannot be encoded: {clip(str(exc))}"
-    if len(raw) > RECORD_BYTES_MAX:
-        return b"", (
-            f"journal record would be {len(raw)} bytes, over the limit of {RECORD_BYTES_MAX} "
-            "bytes for one record"
-        )
-    return raw, None
-
-
 def _command_bytes(command: NodeCommand) -> bytes:
     """The command's bytes; a command that cannot be written fails the batch as _Unwritable."""
-    what = f"{command.type} of job {command.job} to node {command.node}"
-    try:
-        raw = encode_command(command)
-    except Exception as exc:
-        raise _Unwritable(exc, f"{what} cannot be encoded: {clip(str(exc))}") from exc
-    if len(raw) > RECORD_BYTES_MAX:
-        reason = f"{what} would be {len(raw)} bytes, over the limit of {RECORD_BYTES_MAX} bytes"
+    raw, reason = command_bytes(command)
+    if reason is not None:
         raise _Unwritable(ValueError(reason), reason)
     return raw
-
-
-def _describe(exc: BaseException) -> str:
-    return clip(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
 def _is_fatal(producer: AIOKafkaProducer) -> bool:

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-import streams.sequencer
+import streams.records
 from domain import limits
 from domain.commands import NodeCommand
 from streams.kafka_io import Topics, ensure_topics
@@ -141,14 +141,14 @@ async def test_a_command_that_cannot_be_encoded_rejects_the_input_that_caused_it
     # The limits keep every command encodable; this stands in for a core that one day is not.
     topics = await make_topics(kafka_bootstrap)
     cluster = "c-" + uuid.uuid4().hex[:6]
-    real_encode = streams.sequencer.encode_command
+    real_encode = streams.records.encode_command
 
     def encode(command: NodeCommand) -> bytes:
         if command.job == "boom":
             raise OverflowError("Integer exceeds 64-bit range")
         return real_encode(command)
 
-    monkeypatch.setattr(streams.sequencer, "encode_command", encode)
+    monkeypatch.setattr(streams.records, "encode_command", encode)
     async with running_scheduler(kafka_bootstrap, topics, cluster):
         await seed_cluster(kafka_bootstrap, topics, cluster)
         await produce(kafka_bootstrap, topics.jobs, [job("before"), job("boom"), job("after")])
