@@ -6,11 +6,14 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from domain import limits
 from domain.codec import DecodeError, decode_ingress, decode_timed, encode_command
 from domain.decider import admit, apply, close_group, initial_state
 from domain.events import Event
+from tests.domain.test_hostile_simulate import simulate
 
 JOBS = "quotaflow.jobs"
 
@@ -154,3 +157,107 @@ def test_the_largest_accepted_amounts_still_make_encodable_commands() -> None:
     assert sorted(c.node for c in commands) == ["n0", "n1", "n2"]
     for command in commands:
         assert len(encode_command(command)) < limits.RECORD_BYTES_MAX
+
+
+def _edge(low: int, high: int) -> st.SearchStrategy[int]:
+    return st.one_of(st.sampled_from([low, high]), st.integers(low, high))
+
+
+amounts = st.fixed_dictionaries(
+    {
+        "gpu": _edge(0, limits.GPU_MAX),
+        "cpu": _edge(0, limits.CPU_MAX),
+        "memory": _edge(0, limits.MEMORY_MAX),
+    }
+)
+
+
+capacities = st.fixed_dictionaries(
+    {
+        "gpu": st.one_of(st.just(limits.GPU_MAX), st.integers(0, limits.GPU_MAX)),
+        "cpu": st.one_of(st.just(limits.CPU_MAX), st.integers(0, limits.CPU_MAX)),
+        "memory": st.one_of(st.just(limits.MEMORY_MAX), st.integers(0, limits.MEMORY_MAX)),
+    }
+)
+
+
+def _queue_amount(resource: str) -> st.SearchStrategy[int]:
+    return st.one_of(
+        st.sampled_from([-1, limits.QUEUE_AMOUNT_MAX[resource]]),
+        _edge(0, limits.QUEUE_AMOUNT_MAX[resource]),
+    )
+
+
+@st.composite
+def extreme_valid_events(draw: st.DrawFn) -> dict[str, Any]:
+    """Events every field of which is valid, drawn towards the limits."""
+    kind = draw(st.sampled_from(["queue", "node", "job", "cluster", "tick"]))
+    if kind == "queue":
+        resources = {
+            name: {
+                "quota": draw(_queue_amount(name)),
+                "limit": draw(_queue_amount(name)),
+                "over_quota_weight": draw(_edge(0, limits.OVER_QUOTA_WEIGHT_MAX)),
+            }
+            for name in ("gpu", "cpu", "memory")
+        }
+        priority = draw(_edge(-limits.QUEUE_PRIORITY_MAX, limits.QUEUE_PRIORITY_MAX))
+        return {
+            "type": "QueueConfigured",
+            "queue": draw(st.sampled_from(["q", "r"])),
+            "priority": priority,
+            "resources": resources,
+            "policy": {
+                "kind": draw(st.sampled_from(["fifo", "round_robin", "balance", "intelligent"])),
+                "balance_timeout_s": draw(_edge(0, limits.DURATION_S_MAX)),
+                "aging_interval_s": draw(_edge(1, limits.DURATION_S_MAX)),
+            },
+        }
+    if kind == "node":
+        return {
+            "type": "NodeHeartbeat",
+            "node": draw(st.sampled_from("nmo")),
+            "capacity": draw(capacities),
+        }
+    if kind == "job":
+        tasks = draw(st.one_of(st.integers(1, 4), st.just(limits.TASKS_MAX)))
+        return {
+            "type": "JobSubmitted",
+            "job": f"x{draw(st.integers(0, 9))}",
+            "queue": draw(st.sampled_from(["q", "r"])),
+            "tasks": tasks,
+            "min_tasks": draw(st.integers(1, tasks)),
+            "resources": draw(amounts),
+            "duration_s": draw(_edge(0, limits.DURATION_S_MAX)),
+        }
+    if kind == "cluster":
+        return {
+            "type": "ClusterConfigured",
+            "heartbeat_timeout_s": draw(_edge(1, limits.DURATION_S_MAX)),
+            "tick_ms": draw(_edge(limits.TICK_MS_MIN, limits.TICK_MS_MAX)),
+        }
+    return {"type": "Tick"}
+
+
+ORDER = {"QueueConfigured": 0, "ClusterConfigured": 1, "NodeHeartbeat": 2}
+_UNLIMITED = {name: {"quota": -1, "limit": -1} for name in ("gpu", "cpu", "memory")}
+_LARGEST = {"gpu": limits.GPU_MAX, "cpu": limits.CPU_MAX, "memory": limits.MEMORY_MAX}
+EXTREME_SETUP = [
+    orjson.dumps({"type": "QueueConfigured", "ts": 0, "queue": name, "resources": _UNLIMITED})
+    for name in ("q", "r")
+] + [orjson.dumps({"type": "NodeHeartbeat", "ts": 0, "node": "n", "capacity": _LARGEST})]
+stamps = st.one_of(st.just(0), _edge(0, limits.TS_MAX))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(extreme_valid_events(), stamps), min_size=3, max_size=12))
+def test_accepted_values_at_their_limits_never_break_the_core_or_its_output(
+    stamped: list[tuple[dict[str, Any], int]],
+) -> None:
+    # Given events at the limits in time order (queues and nodes first within a ts), when
+    # simulated, then nothing raises and every command prints (int64, finite numbers).
+    stamped.sort(key=lambda item: (item[1], ORDER.get(item[0]["type"], 3)))
+    lines = [*EXTREME_SETUP, *(orjson.dumps({**event, "ts": ts}) for event, ts in stamped)]
+    simulator, output = simulate(lines)
+    rejected = [item for item in output if item["type"] == "Rejected"]
+    assert simulator.accepted + len(rejected) == len(lines)
