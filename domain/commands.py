@@ -52,8 +52,9 @@ class Dispatch(Command):
     user: str | None = Field(default=None, description="the job's user from JobSubmitted, if any")
     incarnation: int | None = Field(
         default=None,
-        description="the node agent incarnation this is addressed to (when agents send one); "
-        "an agent started later ignores it, the core has already requeued the job",
+        description="the incarnation of the node's agent this is addressed to (when the agent "
+        "sends one); an agent ignores a Dispatch for another incarnation of itself: the core "
+        "requeued that job when the restart's heartbeat arrived",
     )
 
     OPTIONAL_ON_WIRE: ClassVar[tuple[str, ...]] = ("duration_s", "labels", "user", "incarnation")

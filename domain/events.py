@@ -216,6 +216,7 @@ class JobCancelled(Strict):
 
 
 Attempt = Annotated[int, Field(ge=1)]
+AgentInstance = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
 
 
 class RunningAttempt(Strict):
@@ -231,36 +232,20 @@ class NodeHeartbeat(Strict):
 
     type: Literal["NodeHeartbeat"] = "NodeHeartbeat"
     node: NodeId
-    instance: (
-        Annotated[
-            str,
-            StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"),
-            Field(
-                description="stable id of the agent that holds this node (kept across its restarts)"
-            ),
-        ]
-        | None
-    ) = None
-    incarnation: (
-        Annotated[
-            int,
-            Field(ge=1, le=2**53, description="the agent's start count; a higher one is a restart"),
-        ]
-        | None
-    ) = None
+    instance: AgentInstance | None = Field(
+        default=None,
+        description="stable id of the agent that holds this node, kept across its restarts",
+    )
+    incarnation: Annotated[int, Field(ge=1, le=2**53)] | None = Field(
+        default=None, description="the agent's start count (needs instance); higher: a restart"
+    )
     capacity: ResourcesIn
     labels: Labels = Field(default_factory=dict)
-    running: (
-        Annotated[
-            list[RunningAttempt],
-            Field(
-                max_length=10_000,
-                description="the (job, attempt) pairs the agent runs now; on a restart, jobs "
-                "placed on the node but missing here are treated as lost on it",
-            ),
-        ]
-        | None
-    ) = None
+    running: Annotated[list[RunningAttempt], Field(max_length=1_000)] | None = Field(
+        default=None,
+        description="the (job, attempt) pairs the agent runs now; on a restart (a new "
+        "incarnation), jobs placed on the node but missing here are lost on it and requeued",
+    )
 
     @model_validator(mode="after")
     def _incarnation_needs_instance(self) -> NodeHeartbeat:
