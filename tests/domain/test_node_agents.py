@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from domain.commands import Dispatch, Preempt
 from domain.events import Event
 from tests.domain.harness import Cluster, event, job, node, queue
@@ -159,3 +162,56 @@ def test_a_heartbeat_with_an_incarnation_but_no_instance_is_refused_by_the_codec
 
     with pytest.raises(DecodeError, match="incarnation needs instance"):
         node("n1", incarnation=2)
+
+
+def test_a_job_lost_to_a_restart_keeps_its_place_ahead_of_later_jobs() -> None:
+    cluster = a_cluster_running_train_on_n1()
+    cluster.given(1500, job("later", "team", gpu=8))  # pending behind train: no room
+    assert cluster.last == []
+    commands = cluster.when(2000, beat("n1", "agent-a", 2, running()))
+    assert [(c.job, c.attempt) for c in commands] == [("train", 2)]  # not "later"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from("sorfk"), st.integers(0, 7)), max_size=25))
+def test_restarts_never_leave_resources_unaccounted_for(steps: list[tuple[str, int]]) -> None:
+    """Whatever mix of submissions, reports, restarts (running any subset of what they had),
+    finishes and ticks: each node holds exactly its jobs' placed and stopping tasks, and
+    never more than its capacity."""
+    cluster = Cluster()
+    incarnations = {"n1": 1, "n2": 1}
+    cluster.given(0, queue("team", gpu_quota=16), *(beat(n, f"a-{n}", 1, running()) for n in
+                                                     sorted(incarnations)))  # fmt: skip
+    ts, submitted = 0, 0
+    for kind, pick in steps:
+        ts += 1000
+        if kind == "s":
+            submitted += 1
+            cluster.at(ts, job(f"j{submitted}", "team", gpu=1 + pick % 8, tasks=1 + pick % 2))
+        elif kind == "o":
+            cluster.agents_obey(ts)
+        elif kind == "r":
+            name = sorted(incarnations)[pick % 2]
+            incarnations[name] += 1
+            on_node = sorted(
+                (j.id, j.attempt) for j in cluster.state.jobs.values() if name in j.placements
+            )
+            kept = [pair for index, pair in enumerate(on_node) if (pick >> index) & 1]
+            cluster.at(ts, beat(name, f"a-{name}", incarnations[name], running(*kept)))
+        elif kind == "f" and cluster.state.jobs:
+            running_jobs = sorted(j for j, s in cluster.state.jobs.items() if s.placements)
+            if running_jobs:
+                cluster.finish(ts, running_jobs[pick % len(running_jobs)])
+        else:
+            cluster.at(ts, event("Tick"))
+        assert cluster.rejections == []
+        for node_state in cluster.state.nodes.values():
+            tasks: dict[str, int] = {}
+            for job_state in cluster.state.jobs.values():
+                here = job_state.placements.get(node_state.id, 0)
+                stop = job_state.stopping.get(node_state.id)
+                here += stop.tasks if stop else 0
+                if here:
+                    tasks[job_state.id] = here
+            assert node_state.jobs == tasks
+            assert node_state.free.gpu >= 0
