@@ -12,7 +12,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 import streams.records
 from domain import limits
 from domain.commands import NodeCommand
-from streams.kafka_io import Topics, ensure_topics
+from streams import topics as names
+from streams.kafka_io import Topics, TopicSettings, ensure_topics
 from tests.streams.test_rejections import _dispatched, _rejections
 from tests.streams.test_sequencer import (
     job,
@@ -101,7 +102,8 @@ async def _topics_with_small_journal(bootstrap: str, max_message_bytes: int) -> 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        config = {"max.message.bytes": str(max_message_bytes)}
+        journal = TopicSettings().config(names.JOURNAL)  # what the scheduler checks on start
+        config = {**journal, "max.message.bytes": str(max_message_bytes)}
         await admin.create_topics([NewTopic(topics.journal, 1, 1, topic_configs=config)])
     finally:
         await admin.close()
