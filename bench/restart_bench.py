@@ -57,7 +57,7 @@ from domain.events import (
 from domain.snapshot import decode_state, encode_state
 from domain.state import State
 from streams.kafka_io import Topics, ensure_topics, read_committed_consumer, read_to_end
-from streams.snapshots import Manifest, ensure_snapshot_topic
+from streams.snapshots import Manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 QUEUES = 20
@@ -254,7 +254,6 @@ async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
         topics = Topics.for_prefix(f"bench-{uuid.uuid4().hex[:8]}.")
         cluster = "bench"
         await ensure_topics(bootstrap, topics)
-        await ensure_snapshot_topic(bootstrap, topics.snapshots)
         print(f"{total:,} records:", flush=True)
         started = time.monotonic()
         await produce_journal(bootstrap, topics, cluster, total, args)

@@ -83,6 +83,10 @@ def state_to_dict(state: State) -> dict[str, Any]:
         "elastic_placed": sorted(state.elastic_placed),
         "holders": sorted(state.holders),
         "heartbeat_expiry": [list(entry) for entry in state.heartbeat_expiry],
+        "reconcile_requests": [
+            [node, sorted([job, attempt] for job, attempt in running)]
+            for node, running in state.reconcile_requests.items()
+        ],
     }
 
 
@@ -124,6 +128,8 @@ def _node(node: Node) -> dict[str, Any]:
         "stopping": _res(node.stopping),
         "lost": node.lost,
         "jobs": [[key, tasks] for key, tasks in node.jobs.items()],
+        "instance": node.instance,
+        "incarnation": node.incarnation,
     }
 
 
@@ -216,6 +222,10 @@ def state_from_dict(data: dict[str, Any]) -> State:
         elastic_placed=set(data["elastic_placed"]),
         holders=set(data["holders"]),
         heartbeat_expiry=[(int(due), str(node)) for due, node in data["heartbeat_expiry"]],
+        reconcile_requests={
+            str(node): frozenset((str(job), int(attempt)) for job, attempt in running)
+            for node, running in data["reconcile_requests"]
+        },
     )
     state.timer_set = set(state.timers)
     state.node_index = _load_node_index(state, int(data["node_index_version"]))
@@ -274,6 +284,8 @@ def _load_node(data: dict[str, Any]) -> Node:
         stopping=_load_res(data["stopping"]),
         lost=bool(data["lost"]),
         jobs={key: int(tasks) for key, tasks in data["jobs"]},
+        instance=data["instance"],
+        incarnation=int(data["incarnation"]),
     )
 
 

@@ -38,7 +38,6 @@ __all__ = [
     "LoadedSnapshot",
     "Manifest",
     "SnapshotWriter",
-    "ensure_snapshot_topic",
     "newest_first",
     "read_journal_from",
     "read_snapshots",
@@ -100,28 +99,6 @@ class Manifest:
             chunk_offsets=tuple(int(offset) for offset in data["chunk_offsets"]),
             slot_chunks=(first, second),
         )
-
-
-async def ensure_snapshot_topic(bootstrap: str, topic: str, timeout_s: float = 30) -> None:
-    """Creates the snapshot topic, compacted and with one partition, unless it exists."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000)
-    )
-    await admin.start()
-    try:
-        response = await admin.create_topics(
-            [NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})]
-        )
-        for entry in response.topic_errors:
-            if entry[1] not in (0, 36):  # no error, topic already exists
-                raise RuntimeError(f"could not create {topic}: error {entry[1]}")
-    finally:
-        await admin.close()
-    from streams.kafka_io import partitions_of
-
-    await partitions_of(bootstrap, [topic])  # waits until its metadata is there
 
 
 @contextlib.contextmanager

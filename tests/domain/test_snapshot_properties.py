@@ -26,6 +26,7 @@ from domain.snapshot import (
 from domain.state import Job, Node, Queue, State
 from tests.domain import test_policy_properties as policy_props
 from tests.domain import test_preemption_properties as preemption_props
+from tests.domain.harness import event
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -159,3 +160,25 @@ def test_a_snapshot_that_cannot_be_trusted_is_refused_with_the_reason(
     assert FORMAT_VERSION == 1
     with pytest.raises(SnapshotError, match=reason):
         decode_state(body)
+
+
+def test_a_snapshot_between_an_agent_restart_and_its_cycle_keeps_the_reconcile_request() -> None:
+    # Given a job running on n1, when n1's agent restarts running nothing and the state is
+    # snapshotted before the cycle that reconciles it, then the restored state still requeues
+    # the job and dispatches it again, exactly as the whole fold does.
+    beat = {"node": "n1", "capacity": {"gpu": 8}, "instance": "agent-a"}
+    timed = [
+        (0, event("QueueConfigured", queue="team", resources={"gpu": {"quota": 8}})),
+        (0, event("NodeHeartbeat", **beat, incarnation=1, running=[])),
+        (1000, event("JobSubmitted", job="train", queue="team", resources={"gpu": 8})),
+        (1500, event("JobStarted", job="train", node="n1", attempt=1)),
+        (2000, event("NodeHeartbeat", **beat, incarnation=2, running=[])),
+        (3000, event("Tick")),
+    ]
+    records = [JournalRecord(seq=i, ts=ts, event=e) for i, (ts, e) in enumerate(timed, start=1)]
+    restarted, _ = fold_records(initial_state(), records[:5])
+    assert restarted.reconcile_requests and restarted.nodes["n1"].incarnation == 2
+    for cut in range(len(records) + 1):
+        check_snapshot_at(records, cut, closed=False)
+    for cut in group_ends(records):
+        check_snapshot_at(records, cut, closed=True)
