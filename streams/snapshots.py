@@ -167,10 +167,15 @@ class SnapshotWriter:
 
     async def write(
         self, producer: AIOKafkaProducer, state: State, journal_offset: int
-    ) -> Manifest:
+    ) -> Manifest | None:
         """Sends the state's chunks, tombstones and manifest; the caller's commit makes them real."""
-        with _no_gc():
-            body = encode_state(state)  # the state after this batch's cycle
+        try:
+            with _no_gc():
+                body = encode_state(state)  # the state after this batch's cycle
+        except Exception:
+            # A bug, not the batch's fault: the batch commits without a snapshot, never stalls.
+            log.exception("snapshot at seq %d not written: the state did not encode", state.seq)
+            return None
         packed = zlib.compress(body, 1)
         pieces = [
             packed[start : start + self.chunk_bytes]

@@ -158,3 +158,19 @@ async def test_garbage_on_the_snapshot_topic_falls_back_to_the_whole_journal(
         assert "no usable snapshot; reading the whole journal" in caplog.text
     finally:
         await restarted.stop()
+
+
+async def test_a_state_that_does_not_encode_costs_the_snapshot_not_the_batch(
+    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(state: object) -> bytes:
+        raise RuntimeError("cannot encode")
+
+    monkeypatch.setattr("streams.snapshots.encode_state", broken)
+    topics = await make_topics(kafka_bootstrap)
+    cluster = "c-" + uuid.uuid4().hex[:6]
+    caplog.set_level(logging.INFO)
+    async with scheduler_with_snapshots(kafka_bootstrap, topics, cluster, every=1):
+        await seed_cluster(kafka_bootstrap, topics, cluster)  # both inputs journaled
+    assert await read_snapshots(kafka_bootstrap, topics.snapshots, cluster) == []
+    assert "not written: the state did not encode" in caplog.text
