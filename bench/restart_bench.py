@@ -3,7 +3,7 @@
 For each journal length the bench writes a journal straight to a real broker (encoded
 journal records, produced in bulk): a cluster of --nodes nodes x 8 GPUs, 20 queues and
 --jobs jobs (1, 2 or 4 GPUs, some gangs; dispatched by folding this setup through the core,
-as the scheduler would), 2% of them pending on a node selector nothing matches; the rest of
+as the scheduler would), all running unless --pending asks for jobs that never fit; the rest of
 the journal is node heartbeats, each node every 10 s (heartbeat timeout 30 s), the bulk of
 a live cluster's journal. Its time stamps end ahead of the wall clock, so the nodes are
 alive whenever the scheduler runs.
@@ -57,7 +57,7 @@ from domain.events import (
 from domain.snapshot import decode_state, encode_state
 from domain.state import State
 from streams.kafka_io import Topics, ensure_topics, read_committed_consumer, read_to_end
-from streams.snapshots import Manifest
+from streams.snapshots import Manifest, _no_gc
 
 ROOT = Path(__file__).resolve().parents[1]
 QUEUES = 20
@@ -68,7 +68,7 @@ FIRST_COMMAND_TIMEOUT_S = 1800
 PROBE_QUEUE = "bench-probe"  # holds only the probe jobs, so no blocked head delays them
 
 
-def setup_events(nodes: int, jobs: int, seed: int) -> Iterator[list[Event]]:
+def setup_events(nodes: int, jobs: int, pending: float, seed: int) -> Iterator[list[Event]]:
     """The cluster as groups of events: configuration, nodes, then jobs."""
     rng = random.Random(seed)
     yield (
@@ -102,7 +102,7 @@ def setup_events(nodes: int, jobs: int, seed: int) -> Iterator[list[Event]]:
             "tasks": 2 if rng.random() < 0.1 else 1,
             "resources": {"gpu": gpu, "cpu": 4000 * gpu, "memory": 32000 * gpu},
         }
-        if rng.random() < 0.02:
+        if rng.random() < pending:
             # No node has this label: pending for good, in a round_robin queue (which skips
             # a blocked job, so it holds up nothing behind it).
             spec["node_selector"] = {"pool": "reserved"}
@@ -125,9 +125,10 @@ def heartbeat(n: int) -> NodeHeartbeat:
     )
 
 
-def journal(total: int, nodes: int, jobs: int, end_ts: int) -> Iterator[bytes]:
+def journal(total: int, args: argparse.Namespace, end_ts: int) -> Iterator[bytes]:
     """Encoded journal records: the setup, folded to be real, then heartbeats up to `total`."""
-    groups = list(setup_events(nodes, jobs, seed=7))
+    nodes = args.nodes
+    groups = list(setup_events(nodes, args.jobs, args.pending, seed=7))
     filler_groups = max(0, total - sum(len(g) for g in groups) + GROUP - 1) // GROUP
     ts = end_ts - (filler_groups + 1) * 1000 * GROUP // HEARTBEATS_PER_S - len(groups)
     state: State = initial_state()
@@ -170,7 +171,7 @@ async def produce_journal(
         end_ts = time.time_ns() // 1_000_000 + 6 * 3600 * 1000  # ahead: nodes stay alive
         futures = []
         key = cluster.encode()
-        for raw in journal(total, args.nodes, args.jobs, end_ts):
+        for raw in journal(total, args, end_ts):
             futures.append(await producer.send(topics.journal, raw, key=key))
             if len(futures) >= 20_000:
                 await asyncio.gather(*futures)
@@ -229,17 +230,20 @@ def codec_times(args: argparse.Namespace) -> tuple[int, float, float]:
     """Size, encode and decode seconds of the setup state, in this process."""
     state: State = initial_state()
     seq = 0
-    for ts, group in enumerate(setup_events(args.nodes, args.jobs, seed=7), start=1):
+    events = setup_events(args.nodes, args.jobs, args.pending, seed=7)
+    for ts, group in enumerate(events, start=1):
         for event in group:
             seq += 1
             state, _ = fold(state, JournalRecord(seq=seq, ts=ts, event=event))
         state, _ = close_group(state)
-    started = time.perf_counter()
-    body = encode_state(state)
-    encoded = time.perf_counter() - started
-    started = time.perf_counter()
-    decode_state(body)
-    return len(body), encoded, time.perf_counter() - started
+    with _no_gc():  # as the scheduler encodes and decodes
+        started = time.perf_counter()
+        body = encode_state(state)
+        encoded = time.perf_counter() - started
+        started = time.perf_counter()
+        decode_state(body)
+        decoded = time.perf_counter() - started
+    return len(body), encoded, decoded
 
 
 async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
@@ -293,6 +297,12 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=5_000)
     parser.add_argument("--jobs", type=int, default=10_200)
+    parser.add_argument(
+        "--pending",
+        type=float,
+        default=0.0,
+        help="fraction of jobs that never fit (node selector nothing matches); default 0",
+    )
     parser.add_argument("--logs", type=Path, help="keep the schedulers' logs here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="restart-bench-") as tmp:
