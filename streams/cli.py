@@ -185,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--cluster", help="audit only this cluster's journal records (default: every record)"
     )
+    replay.add_argument(
+        "--no-snapshots", action="store_true", help="audit the commands only, not the snapshots"
+    )
     replay.set_defaults(handler=_replay)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of every event and command")
@@ -257,6 +260,25 @@ def _add_scheduler(
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         type=str.upper,
         help="scheduler log level on stderr (default INFO; DEBUG adds the Kafka client's warnings)",
+    )
+    scheduler.add_argument(
+        "--snapshot-records",
+        type=int,
+        default=None,
+        metavar="N",
+        help="write a state snapshot every N journal records (default 2000; 0: never)",
+    )
+    scheduler.add_argument(
+        "--snapshot-seconds",
+        type=float,
+        default=None,
+        metavar="T",
+        help="or every T seconds when records were journaled meanwhile (default 300)",
+    )
+    scheduler.add_argument(
+        "--ignore-snapshots",
+        action="store_true",
+        help="rebuild the state from the whole journal instead of the newest snapshot",
     )
     scheduler.set_defaults(handler=_scheduler)
 
@@ -555,6 +577,9 @@ def _scheduler(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             topic_prefix=args.topic_prefix,
             stop=stop,
+            snapshot_records=args.snapshot_records,
+            snapshot_seconds=args.snapshot_seconds,
+            load_snapshots=not args.ignore_snapshots,
             topic_settings=settings,
         )
     )
@@ -881,7 +906,14 @@ def _replay(args: argparse.Namespace) -> int:
     from streams.replay import replay
 
     bootstrap = resolve_bootstrap(args.bootstrap)
-    report = asyncio.run(replay(bootstrap, topic_prefix=args.topic_prefix, cluster=args.cluster))
+    report = asyncio.run(
+        replay(
+            bootstrap,
+            topic_prefix=args.topic_prefix,
+            cluster=args.cluster,
+            snapshots=not args.no_snapshots,
+        )
+    )
     print(report.summary())
     return 0 if report.ok else EXIT_ERROR
 
