@@ -126,6 +126,9 @@ class View:
     commands_derived: int = 0
     commands_observed: int = 0
     errors: list[str] = field(default_factory=list)
+    # How the serving process got this view (resumed from a checkpoint or rebuilt, its
+    # checkpoints since): shown by /health, never saved in a checkpoint.
+    process: dict[str, Any] = field(default_factory=dict)
     _usage_dirty: bool = True
     _sampled_capacity: Resources = field(default_factory=Resources)
 
@@ -577,7 +580,7 @@ def health_view(view: View) -> dict[str, Any]:
         "jobs_live": len(view.state.jobs),
         "jobs_ended": len(view.state.ended_jobs),
         "pending_cycle": view.state.group_open,
-    }
+    } | view.process
 
 
 __all__ = [
