@@ -1,7 +1,7 @@
 """The projections' HTTP API: routes over the view and their OpenAPI description (pure).
 
 Routing is a plain function from a path (and query) to a status and a JSON body, so it is
-tested without a server; `projections.app` mounts it on faust's own web server.
+tested without a server; `projections.app` mounts it on aiohttp's server.
 """
 
 from __future__ import annotations

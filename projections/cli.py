@@ -72,6 +72,31 @@ def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[t
     run.add_argument("--topic-prefix", default=os.environ.get(PREFIX_ENV, ""))
     run.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
     run.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    run.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="where the view and its offsets are saved, to resume from on start "
+        "(default: .projections/<topic prefix>checkpoint.bin)",
+    )
+    run.add_argument(
+        "--no-checkpoint",
+        action="store_true",
+        help="keep no checkpoint: rebuild the views from offset 0 on every start",
+    )
+    run.add_argument(
+        "--checkpoint-records",
+        type=_positive_int,
+        default=10_000,
+        metavar="N",
+        help="write a checkpoint after N records read (default 10000) ...",
+    )
+    run.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="... or S seconds after the last one, when anything was read (default 5)",
+    )
     run.set_defaults(handler=_projections)
 
     queues = subcommands.add_parser(
@@ -464,15 +489,39 @@ def render_usage(body: dict[str, Any]) -> str:
 # -- handlers -----------------------------------------------------------------------------------------
 
 
-def _projections(args: argparse.Namespace) -> int:
-    from projections.app import run
-    from streams.cli import resolve_bootstrap
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
+
+def default_checkpoint(topic_prefix: str) -> Path:
+    """`.projections/<prefix>checkpoint.bin`: one file per cluster sharing a working directory."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in topic_prefix)
+    return Path(".projections") / f"{safe}checkpoint.bin"
+
+
+def _projections(args: argparse.Namespace) -> int:
+    from projections.app import Settings, run
+    from streams.cli import resolve_bootstrap
+    from streams.kafka_io import Topics
+
+    topics = Topics.for_prefix(args.topic_prefix)
+    checkpoint = None
+    if not args.no_checkpoint:
+        checkpoint = Path(args.checkpoint or default_checkpoint(args.topic_prefix))
     return run(
-        resolve_bootstrap(args.bootstrap),
-        port=args.port,
-        host=args.host,
-        topic_prefix=args.topic_prefix,
+        Settings(
+            bootstrap=resolve_bootstrap(args.bootstrap),
+            journal=topics.journal,
+            commands=topics.commands,
+            port=args.port,
+            host=args.host,
+            checkpoint=checkpoint,
+            checkpoint_records=args.checkpoint_records,
+            checkpoint_s=args.checkpoint_interval,
+        )
     )
 
 

@@ -62,9 +62,11 @@ class Projections:
     """`quotaflow projections` as a real process."""
 
     def __init__(self, bootstrap: str, topics: Topics, port: int, log: Path) -> None:
+        self.checkpoint = log.with_name("projections.checkpoint")
         self.args = [
             sys.executable, "-m", "streams.cli", "projections",
             "--bootstrap", bootstrap, "--topic-prefix", topics.prefix, "--port", str(port),
+            "--checkpoint", str(self.checkpoint), "--checkpoint-interval", "0.5",
         ]  # fmt: skip
         self.port = port
         self.log = log
@@ -98,6 +100,15 @@ class Projections:
 
         return await wait_for(
             probe, f"projections to fold up to seq {seq} (log: {self.log})", timeout_s=WAIT_S
+        )
+
+    async def checkpointed(self, seq: int) -> dict[str, Any]:
+        async def probe() -> dict[str, Any] | None:
+            health = http(self.port, "/health")
+            return health if health and health["checkpoint"]["seq"] == seq else None
+
+        return await wait_for(
+            probe, f"a checkpoint at seq {seq} (log: {self.log})", timeout_s=WAIT_S
         )
 
 
@@ -315,16 +326,52 @@ async def test_projections_api_cli_and_restart(kafka_bootstrap: str, tmp_path: P
         finally:
             await aborted.stop()
 
-        # -- kill and restart: the same views ---------------------------------------------------
+        # -- kill and restart: resumed from the checkpoint, the same views ----------------------
         paths = ["/queues", f"/jobs/{victim}", "/jobs/a0", "/nodes", "/usage?points=1", "/jobs"]
         first = {path: stable(http(port, path)) for path in paths}
+        await projections.checkpointed(last_seq)
         projections.kill()
         projections.start()
         again = await projections.caught_up(last_seq)
         assert again["seq"] == last_seq  # the aborted record was not read
         assert again["errors"] == []
+        assert again["resumed_from"]["seq"] == last_seq
+        assert again["read_since_start"]["journal"] == 0  # nothing before the checkpoint re-read
         second = {path: stable(http(port, path)) for path in paths}
         assert second == first
+
+        # -- the journal grows while it is down: a restart reads only the tail ------------------
+        projections.kill()
+        tail = [
+            JournalRecord(seq=last_seq + i, ts=records[-1].ts + 1000 * i, event=Tick())
+            for i in (1, 2, 3)
+        ]
+        writer = AIOKafkaProducer(
+            bootstrap_servers=kafka_bootstrap, transactional_id=f"test-tail-{uuid.uuid4().hex}"
+        )
+        await writer.start()
+        try:
+            async with writer.transaction():
+                for record in tail:
+                    await writer.send(topics.journal, encode_journal(record), key=b"default")
+        finally:
+            await writer.stop()
+        projections.start()
+        resumed = await projections.caught_up(last_seq + 3)
+        assert resumed["resumed_from"]["seq"] == last_seq
+        assert resumed["read_since_start"]["journal"] == 3
+        assert resumed["errors"] == [] and resumed["records"] == again["records"] + 3
+        third = {path: stable(http(port, path)) for path in paths}
+        await projections.checkpointed(last_seq + 3)
+
+        # -- a damaged checkpoint: set aside, the views rebuilt from offset 0, the same -----------
+        projections.stop()
+        projections.checkpoint.write_bytes(b"QUOTAFLOW-PROJECTIONS-CHECKPOINT\n{torn")
+        projections.start()
+        rebuilt = await projections.caught_up(last_seq + 3)
+        assert rebuilt["resumed_from"] is None and "header" in rebuilt["rebuilt_because"]
+        assert rebuilt["read_since_start"]["journal"] == len(records) + 3
+        assert {path: stable(http(port, path)) for path in paths} == third
     finally:
         projections.stop()
         await agent.stop()
