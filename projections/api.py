@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from projections.views import (
-    View,
+from projections.read_models import (
     health_view,
     job_view,
     jobs_view,
@@ -19,6 +18,7 @@ from projections.views import (
     queues_view,
     usage_view,
 )
+from projections.view import View
 
 PATHS = (
     "/queues",

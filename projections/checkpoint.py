@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from domain.plugins import DEFAULT_PLUGINS, Plugins
-from projections.views import View
+from projections.view import View
 
 MAGIC = b"QUOTAFLOW-PROJECTIONS-CHECKPOINT\n"
 FORMAT = 1

@@ -173,7 +173,8 @@ def _replay_audit(args: argparse.Namespace) -> int:
     """The audit over a file and/or up to a time; prints the state at that time when asked."""
     from domain.audit import audit
     from domain.codec import decode_command
-    from projections.views import View, jobs_view, queues_view
+    from projections.read_models import jobs_view, queues_view
+    from projections.view import View
 
     if args.commands and not args.file:
         raise _error(
@@ -309,7 +310,7 @@ def read_records(args: argparse.Namespace) -> list[JournalRecord]:
 
 
 def _view(args: argparse.Namespace) -> Any:
-    from projections.views import View
+    from projections.view import View
 
     at = parse_time(getattr(args, "at", None))
     view = View()
@@ -526,7 +527,7 @@ def _projections(args: argparse.Namespace) -> int:
 
 
 def _queues(args: argparse.Namespace) -> int:
-    from projections.views import queues_view
+    from projections.read_models import queues_view
 
     body = _body(args, "/queues", queues_view)
     if args.json:
@@ -537,7 +538,7 @@ def _queues(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from projections.views import jobs_view
+    from projections.read_models import jobs_view
 
     def local(view: Any) -> dict[str, Any]:
         if args.queue and args.queue not in view.state.queues:
@@ -557,7 +558,7 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _usage(args: argparse.Namespace) -> int:
-    from projections.views import usage_view
+    from projections.read_models import usage_view
 
     body = _body(args, "/usage", usage_view)
     if args.json:

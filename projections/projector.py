@@ -16,7 +16,7 @@ from domain.codec import decode_command, decode_journal
 from domain.events import JournalRecord
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from projections.checkpoint import dump, load
-from projections.views import View
+from projections.view import View
 
 MAX_ERRORS = 100  # the newest errors kept in the view (and so in its checkpoint)
 

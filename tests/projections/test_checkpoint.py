@@ -15,7 +15,7 @@ from domain.plugins import DEFAULT_PLUGINS
 from projections import api
 from projections.checkpoint import CheckpointError, dump, header, load
 from projections.projector import Projector
-from projections.views import View, build
+from projections.view import View, build
 from tests.projections.test_views import scenario
 
 CODE = "code-1"
