@@ -100,11 +100,14 @@ def _one_line(text: str) -> str:
 def _describe(exc: BaseException) -> str:
     from aiokafka.errors import KafkaConnectionError, KafkaError
 
+    from devtools.kafka_home import BrokerError
     from streams.agent import AgentError
-    from streams.broker import BrokerError
+    from streams.kafka_io import TopicsError
 
     if isinstance(exc, BrokerError):
         return f"broker: {exc}"
+    if isinstance(exc, TopicsError):
+        return f"topics: {exc}"
     if isinstance(exc, AgentError):
         return f"agent: {exc}"
     if isinstance(exc, KafkaConnectionError):
@@ -385,7 +388,8 @@ def resolve_bootstrap(explicit: str | None) -> str:
     from_env = os.environ.get(BOOTSTRAP_ENV)
     if from_env:
         return from_env
-    from streams.broker import BrokerError, project_root, read_state
+    from devtools.detached import read_state
+    from devtools.kafka_home import BrokerError, project_root
 
     try:
         handle = read_state(project_root())
@@ -407,13 +411,14 @@ def topic_name(prefix: str, name: str) -> str:
 
 
 def _root() -> Path:
-    from streams.broker import project_root
+    from devtools.kafka_home import project_root
 
     return project_root()
 
 
 def _kafka_start(args: argparse.Namespace) -> int:
-    from streams.broker import create_topics, ensure_broker, read_state
+    from devtools.detached import ensure_broker, read_state
+    from streams.kafka_io import create_topics
 
     root = _root()
     before = read_state(root)
@@ -433,7 +438,7 @@ def _kafka_start(args: argparse.Namespace) -> int:
 
 
 def _kafka_stop(args: argparse.Namespace) -> int:
-    from streams.broker import read_state, stop_from_state
+    from devtools.detached import read_state, stop_from_state
 
     root = _root()
     handle = read_state(root)
@@ -445,7 +450,7 @@ def _kafka_stop(args: argparse.Namespace) -> int:
 
 
 def _kafka_status(args: argparse.Namespace) -> int:
-    from streams.broker import read_state
+    from devtools.detached import read_state
 
     handle = read_state(_root())
     if handle is None or not handle.is_alive():
@@ -456,7 +461,7 @@ def _kafka_status(args: argparse.Namespace) -> int:
 
 
 def _kafka_topics(args: argparse.Namespace) -> int:
-    from streams.broker import create_topics
+    from streams.kafka_io import create_topics
 
     bootstrap = resolve_bootstrap(args.bootstrap)
     names = {topic_name(args.topic_prefix, name): 1 for name in topics.TOPICS}

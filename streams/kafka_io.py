@@ -21,6 +21,8 @@ from streams import topics as names
 
 __all__ = [
     "Topics",
+    "TopicsError",
+    "create_topics",
     "dumps",
     "ensure_topics",
     "idempotent_producer",
@@ -102,9 +104,70 @@ def loads(raw: bytes | str) -> Any:
 
 async def ensure_topics(bootstrap: str, topics: Topics, partitions: int = 1) -> None:
     """Creates the prefixed QuotaFlow topics unless they exist (idempotent)."""
-    from streams.broker import create_topics
-
     await create_topics(bootstrap, dict.fromkeys(topics.all, partitions))
+
+
+class TopicsError(RuntimeError):
+    """Topics could not be created or got no leader in time."""
+
+
+_NO_ERROR = 0
+_TOPIC_ALREADY_EXISTS = 36
+
+
+async def create_topics(
+    bootstrap: str,
+    topics: Mapping[str, int] | None = None,
+    *,
+    timeout_s: float = 30,
+) -> None:
+    """Create topics (name -> partitions, replication 1) unless they exist; wait for leaders.
+
+    Defaults to every QuotaFlow topic (``streams.topics.TOPICS``) with one partition.
+    """
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    wanted = dict(topics) if topics is not None else dict.fromkeys(names.TOPICS, 1)
+    if not wanted:
+        return
+    deadline = time.monotonic() + timeout_s
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=max(int(timeout_s * 1000), 1000)
+    )
+    await admin.start()
+    try:
+        response = await admin.create_topics(
+            [NewTopic(name, partitions, 1) for name, partitions in wanted.items()]
+        )
+        # aiokafka reports per-topic errors in the response instead of raising them.
+        failures = [
+            f"{entry[0]}: error {entry[1]} {entry[2] if len(entry) > 2 else ''}".rstrip()
+            for entry in response.topic_errors
+            if entry[1] not in (_NO_ERROR, _TOPIC_ALREADY_EXISTS)
+        ]
+        if failures:
+            raise TopicsError("could not create topics: " + "; ".join(failures))
+        await _wait_for_leaders(admin, list(wanted), deadline)
+    finally:
+        await admin.close()
+
+
+async def _wait_for_leaders(admin: Any, names: list[str], deadline: float) -> None:
+    pending = names
+    while True:
+        described = await admin.describe_topics(names)
+        pending = [
+            topic["topic"]
+            for topic in described
+            if topic["error_code"] != _NO_ERROR
+            or not topic["partitions"]
+            or any(partition["leader"] < 0 for partition in topic["partitions"])
+        ]
+        if not pending and len(described) == len(names):
+            return
+        if time.monotonic() >= deadline:
+            raise TopicsError(f"topics have no leader yet: {pending or names}")
+        await asyncio.sleep(0.1)
 
 
 def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:

@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.broker import create_topics
+from streams.kafka_io import create_topics
 from streams.topics import INGRESS, TOPICS
 
 
