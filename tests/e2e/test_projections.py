@@ -49,7 +49,7 @@ def http(port: int, path: str) -> Any:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -64,7 +64,7 @@ class Projections:
     def __init__(self, bootstrap: str, topics: Topics, port: int, log: Path) -> None:
         self.checkpoint = log.with_name("projections.checkpoint")
         self.args = [
-            sys.executable, "-m", "streams.cli", "projections",
+            sys.executable, "-m", "cli", "projections",
             "--bootstrap", bootstrap, "--topic-prefix", topics.prefix, "--port", str(port),
             "--checkpoint", str(self.checkpoint), "--checkpoint-interval", "0.5",
         ]  # fmt: skip

@@ -1,0 +1,44 @@
+"""`quotaflow simulate FILE`: the offline simulator, commands as JSON lines (I/O shell)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from cli.common import EXIT_USAGE, CliError
+
+
+def register(commands: Any) -> None:
+    simulate = commands.add_parser(
+        "simulate", help="fold a JSON-lines event file offline and print commands (contract §7)"
+    )
+    simulate.add_argument("file", metavar="FILE", help="JSON-lines events with ts, or - for stdin")
+    simulate.set_defaults(handler=_simulate)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from domain.simulation import simulate_lines
+
+    source: IO[bytes]
+    if args.file == "-":
+        source = sys.stdin.buffer
+    else:
+        try:
+            source = Path(args.file).open("rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            raise CliError(f"simulate: {args.file}: no such file", EXIT_USAGE) from None
+        except OSError as exc:
+            raise CliError(
+                f"simulate: {args.file}: cannot read: {exc.strerror or exc}", EXIT_USAGE
+            ) from None
+    out = sys.stdout.buffer
+    try:
+        for line in simulate_lines(source):
+            out.write(line + b"\n")
+        out.flush()
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+    return 0
