@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,7 @@ class Process:
         self.partitions: list[TopicPartition] = []
         self.expect_seq: int | None = None  # after a resume: the seq the journal must go on with
         self.written = 0
+        self.dump_s = 0.0  # how long the last checkpoint took to serialize
         self.stopping = asyncio.Event()
 
     # -- start: load the checkpoint, position the consumer -------------------------------
@@ -222,10 +224,14 @@ class Process:
             if restart:
                 await self._position()
                 continue
-            due = self.projector.unsaved >= self.settings.checkpoint_records or (
-                self.projector.unsaved
-                and loop.time() - last_checkpoint >= self.settings.checkpoint_s
-            )
+            unsaved, since = self.projector.unsaved, loop.time() - last_checkpoint
+            # Taking a checkpoint stops the fold while the view is serialized: waiting ten
+            # times as long as the last one took keeps that under a tenth of the time, also
+            # while a big view catches up with a long journal.
+            due = (
+                unsaved >= self.settings.checkpoint_records
+                or (unsaved and since >= self.settings.checkpoint_s)
+            ) and since >= 10 * self.dump_s
             if due:
                 await self._checkpoint()
                 last_checkpoint = loop.time()
@@ -246,7 +252,9 @@ class Process:
         path = self.settings.checkpoint
         if path is None or not self.projector.unsaved:
             return
+        started = time.perf_counter()
         data = self.projector.checkpoint()
+        self.dump_s = time.perf_counter() - started
         process = self.projector.view.process
         try:
             await asyncio.to_thread(write_atomically, path, data)

@@ -10,10 +10,7 @@ process, nothing can read the view between the failure and its repair.
 
 from __future__ import annotations
 
-from typing import Any
-
 from domain.codec import decode_command, decode_journal
-from domain.events import JournalRecord
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from projections.checkpoint import dump, load
 from projections.view import View
@@ -38,9 +35,10 @@ class Projector:
         self.topics = topics
         self.plugins = plugins
         # The view as of the last checkpoint (what a failed record falls back to) and every
-        # record applied since, in order.
+        # record applied since, in order, as read (raw bytes are several times smaller than
+        # decoded records, and decoding them again gives the same records).
         self._saved = saved if saved is not None else self._dump()
-        self._since: list[tuple[str, Any]] = []
+        self._since: list[tuple[str, bytes]] = []
         self.unsaved = 0  # records (applied or skipped) not yet in a checkpoint
         self.fed = 0  # records fed to this projector, both topics
         self.journal_fed = 0  # journal records among them
@@ -60,7 +58,7 @@ class Projector:
             self._fall_back()
             self._skip(where, offset, f"journal {where}@{offset} seq {record.seq}: {_why(exc)}")
             return
-        self._since.append(("journal", record))
+        self._since.append(("journal", value))
         self._advance(where, offset)
 
     def command(self, where: str, offset: int, value: bytes) -> None:
@@ -77,7 +75,7 @@ class Projector:
             self._fall_back()
             self._skip(where, offset, f"commands {where}@{offset}: {_why(exc)}")
             return
-        self._since.append(("command", raw))
+        self._since.append(("command", value))
         self._advance(where, offset)
 
     def checkpoint(self) -> bytes:
@@ -108,12 +106,11 @@ class Projector:
             self.view.process,
         )
         view = load(self._saved, code=self.code, topics=self.topics, plugins=self.plugins).view
-        for kind, item in self._since:
+        for kind, value in self._since:
             if kind == "journal":
-                assert isinstance(item, JournalRecord)
-                view.apply(item)
+                view.apply(decode_journal(value))
             else:
-                view.observe_command(item)
+                view.observe_command(decode_command(value))
         # Offsets and errors as they were just before the failed record (skips included).
         view.offsets, view.errors, view.process = offsets, errors, process
         self.view = view
