@@ -259,9 +259,11 @@ class Process:
         try:
             await asyncio.to_thread(write_atomically, path, data)
         except OSError as exc:
-            log.error("projections: cannot write checkpoint %s: %s", path, exc)
+            if process["checkpoint"].get("last_error") != str(exc):  # once, not every interval
+                log.error("projections: cannot write checkpoint %s: %s", path, exc)
             process["checkpoint"]["last_error"] = str(exc)
             return
+        process["checkpoint"].pop("last_error", None)
         self.written += 1
         head = header(data)
         process["checkpoint"] |= {

@@ -377,6 +377,83 @@ async def test_projections_api_cli_and_restart(kafka_bootstrap: str, tmp_path: P
         await agent.stop()
 
 
+# -- a checkpoint of another journal under the same topic names -------------------------------------
+
+
+async def write_ticks(bootstrap: str, topic: str, seqs: range, *, apart: bool) -> None:
+    """Journal Ticks, committed in one transaction, or each in its own (`apart`)."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=f"test-ticks-{uuid.uuid4().hex}"
+    )
+    await producer.start()
+    try:
+        for group in [[seq] for seq in seqs] if apart else [list(seqs)]:
+            async with producer.transaction():
+                for seq in group:
+                    record = JournalRecord(seq=seq, ts=1_000 * seq, event=Tick())
+                    await producer.send(topic, encode_journal(record), key=b"default")
+    finally:
+        await producer.stop()
+
+
+async def recreate(bootstrap: str, topics: Topics) -> None:
+    """Deletes the journal and commands topics, waits until they are gone, creates them again."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    names = [topics.journal, topics.commands]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics(names)
+
+        async def gone() -> bool:
+            return not set(names) & set(await admin.list_topics())
+
+        await wait_for(gone, "the topics to be deleted", timeout_s=WAIT_S)
+    finally:
+        await admin.close()
+    await ensure_topics(bootstrap, topics)
+
+
+async def test_a_checkpoint_the_journal_does_not_continue_is_set_aside(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topics = Topics.for_prefix(f"proj-{uuid.uuid4().hex[:8]}.")
+    await ensure_topics(kafka_bootstrap, topics)
+    projections = Projections(kafka_bootstrap, topics, free_port(), tmp_path / "projections.log")
+    try:
+        # Given a checkpoint at seq 5 (records at offsets 0-4)
+        await write_ticks(kafka_bootstrap, topics.journal, range(1, 6), apart=False)
+        projections.start()
+        await projections.caught_up(5)
+        await projections.checkpointed(5)
+        projections.stop()
+
+        # When the topics are recreated with a shorter journal (its end before the checkpoint's offset)
+        await recreate(kafka_bootstrap, topics)
+        await write_ticks(kafka_bootstrap, topics.journal, range(1, 3), apart=False)
+        projections.start()
+        # Then the checkpoint is set aside and the view rebuilt from offset 0
+        health = await projections.caught_up(2)
+        assert health["seq"] == 2 and health["resumed_from"] is None
+        assert "beyond the end" in health["rebuilt_because"]
+        assert health["read_since_start"]["journal"] == 2
+        await projections.checkpointed(2)
+        projections.stop()
+
+        # When they are recreated again and the record at the checkpoint's offset is not seq 3
+        await recreate(kafka_bootstrap, topics)
+        await write_ticks(kafka_bootstrap, topics.journal, range(1, 7), apart=True)
+        projections.start()
+        # Then it is set aside too, and the whole new journal folded
+        health = await projections.caught_up(6)
+        assert health["seq"] == 6 and health["records"] == 6 and health["duplicates_skipped"] == 0
+        assert "the checkpoint expects 3" in health["rebuilt_because"]
+        assert health["errors"] == []
+    finally:
+        projections.stop()
+
+
 # -- whatif on the Alibaba trace ----------------------------------------------------------------------
 
 QOS_PRIORITY = {"LS": 7, "Guaranteed": 6, "Burstable": 5, "BE": 3}
