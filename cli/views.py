@@ -193,7 +193,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _whatif(args: argparse.Namespace) -> int:
     import yaml
 
-    from projections import whatif
+    from projections import whatif, whatif_render
 
     try:
         document = yaml.safe_load(Path(args.policy).read_text())
@@ -211,5 +211,5 @@ def _whatif(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"summary": comparison.summary(), "jobs": comparison.job_rows()})
     else:
-        print(whatif.render(comparison, args.jobs))
+        print(whatif_render.render(comparison, args.jobs))
     return 0
