@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from cli.common import (
@@ -45,6 +46,13 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
         dest="exec_jobs",
         help='run each job\'s labels["command"] as a process; its exit code decides the outcome',
     )
+    agent.add_argument(
+        "--state-dir",
+        type=Path,
+        help="where the agent keeps its per-node state file and lock (default: "
+        "$QUOTAFLOW_STATE_DIR, else $XDG_STATE_HOME/quotaflow/agents, else "
+        "~/.local/state/quotaflow/agents)",
+    )
     agent.set_defaults(handler=_agent)
 
 
@@ -67,6 +75,7 @@ def _agent(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat_s,
         exec_jobs=args.exec_jobs,
         topic_prefix=args.topic_prefix,
+        state_dir=args.state_dir,
     )
     try:
         config.heartbeat()  # a bad node id or label is reported before connecting

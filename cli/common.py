@@ -210,3 +210,19 @@ def _load_documents(path: str) -> Iterator[tuple[str, Any]]:
         for index, item in enumerate(items, start=1):
             where = f"document {number}" + (f" item {index}" if isinstance(document, list) else "")
             yield where, item
+
+
+def _topic_settings(args: argparse.Namespace, command_partitions: int = 1) -> Any:
+    from streams.kafka_io import TopicSettings
+
+    if args.min_insync_replicas > args.replication_factor:
+        raise CliError(
+            f"--min-insync-replicas {args.min_insync_replicas} exceeds --replication-factor "
+            f"{args.replication_factor}: no write could ever succeed",
+            EXIT_USAGE,
+        )
+    return TopicSettings(
+        replication_factor=args.replication_factor,
+        min_insync_replicas=args.min_insync_replicas,
+        command_partitions=command_partitions,
+    )

@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli.common import EXIT_NOT_RUNNING, _Parser, _positive_int, resolve_bootstrap, topic_name
+from cli.common import EXIT_NOT_RUNNING, _Parser, _positive_int, _topic_settings, resolve_bootstrap
 from streams import topics
 
 
-def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
+def register(
+    commands: Any, kafka_options: argparse.ArgumentParser, topic_options: argparse.ArgumentParser
+) -> None:
     kafka = commands.add_parser("kafka", help="run a local single-node Kafka broker (no Docker)")
     actions = kafka.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     actions.required = True
@@ -35,7 +37,9 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
     )
     status.set_defaults(handler=_kafka_status)
     create = actions.add_parser(
-        "topics", parents=[kafka_options], help="create QuotaFlow's topics (idempotent)"
+        "topics",
+        parents=[kafka_options, topic_options],
+        help="create QuotaFlow's topics with their configuration (idempotent)",
     )
     create.add_argument(
         "--command-partitions",
@@ -54,7 +58,7 @@ def _root() -> Path:
 
 def _kafka_start(args: argparse.Namespace) -> int:
     from devtools.detached import ensure_broker, read_state
-    from streams.kafka_io import create_topics
+    from streams.kafka_io import Topics, ensure_topics
 
     root = _root()
     before = read_state(root)
@@ -67,8 +71,7 @@ def _kafka_start(args: argparse.Namespace) -> int:
             f"quotaflow: broker started (pid {handle.pid}, log {handle.log_path})", file=sys.stderr
         )
     if not args.no_topics:
-        names = {topic_name(args.topic_prefix, name): 1 for name in topics.TOPICS}
-        asyncio.run(create_topics(handle.bootstrap, names))
+        asyncio.run(ensure_topics(handle.bootstrap, Topics.for_prefix(args.topic_prefix)))
     print(handle.bootstrap, flush=True)
     return 0
 
@@ -97,12 +100,17 @@ def _kafka_status(args: argparse.Namespace) -> int:
 
 
 def _kafka_topics(args: argparse.Namespace) -> int:
-    from streams.kafka_io import create_topics
+    from streams.kafka_io import Topics, ensure_topics
 
     bootstrap = resolve_bootstrap(args.bootstrap)
-    names = {topic_name(args.topic_prefix, name): 1 for name in topics.TOPICS}
-    names[topic_name(args.topic_prefix, topics.COMMANDS)] = args.command_partitions
-    asyncio.run(create_topics(bootstrap, names))
-    for name, partitions in names.items():
-        print(f"{name} ({partitions} partition{'s' if partitions > 1 else ''})")
+    settings = _topic_settings(args, command_partitions=args.command_partitions)
+    names = Topics.for_prefix(args.topic_prefix)
+    asyncio.run(ensure_topics(bootstrap, names, settings))
+    for logical in topics.TOPICS:
+        partitions = settings.partitions(logical)
+        config = settings.config(logical)
+        print(
+            f"{names.name(logical)} ({partitions} partition{'s' if partitions > 1 else ''}; "
+            f"cleanup.policy={config['cleanup.policy']}, retention.ms={config['retention.ms']})"
+        )
     return 0

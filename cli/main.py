@@ -23,6 +23,7 @@ from cli.common import (
     PREFIX_ENV,
     CliError,
     _Parser,
+    _positive_int,
 )
 
 
@@ -72,12 +73,12 @@ def _describe(exc: BaseException) -> str:
 
     from devtools.kafka_home import BrokerError
     from streams.agent import AgentError
-    from streams.kafka_io import TopicsError
+    from streams.kafka_io import TopicConfigError
 
+    if isinstance(exc, TopicConfigError):
+        return f"scheduler: {exc}"
     if isinstance(exc, BrokerError):
         return f"broker: {exc}"
-    if isinstance(exc, TopicsError):
-        return f"topics: {exc}"
     if isinstance(exc, AgentError):
         return f"agent: {exc}"
     if isinstance(exc, KafkaConnectionError):
@@ -117,8 +118,21 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"prefix of every topic name, to run several clusters on one broker (default: ${PREFIX_ENV} or none)",
     )
 
-    kafka.register(commands, kafka_options)
-    scheduler.register(commands, kafka_options)
+    topic_options = _Parser(add_help=False)
+    topic_options.add_argument(
+        "--replication-factor",
+        type=_positive_int,
+        default=1,
+        help="replicas of each topic it creates (default 1, a local broker; 3 in production)",
+    )
+    topic_options.add_argument(
+        "--min-insync-replicas",
+        type=_positive_int,
+        default=1,
+        help="min.insync.replicas of each topic it creates (default 1; 2 in production)",
+    )
+    kafka.register(commands, kafka_options, topic_options)
+    scheduler.register(commands, kafka_options, topic_options)
     agent.register(commands, kafka_options)
     jobs.register(commands, kafka_options)
     queues.register(commands, kafka_options)

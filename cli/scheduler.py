@@ -7,12 +7,16 @@ import logging
 import sys
 from typing import Any
 
-from cli.common import _run_until_signalled, resolve_bootstrap
+from cli.common import _run_until_signalled, _topic_settings, resolve_bootstrap
 
 
-def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
+def register(
+    commands: Any, kafka_options: argparse.ArgumentParser, topic_options: argparse.ArgumentParser
+) -> None:
     scheduler = commands.add_parser(
-        "scheduler", parents=[kafka_options], help="run the scheduler (the journal's only writer)"
+        "scheduler",
+        parents=[kafka_options, topic_options],
+        help="run the scheduler (the journal's only writer)",
     )
     scheduler.add_argument("--cluster", default="default", help="cluster id: the journal's key")
     scheduler.add_argument(
@@ -36,9 +40,14 @@ def _scheduler(args: argparse.Namespace) -> int:
     )
     if args.log_level == "DEBUG":  # the Kafka client's retries and reconnects, when asked for
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    settings = _topic_settings(args)
     print(f"scheduler: cluster {args.cluster} on {bootstrap}", flush=True)
     return _run_until_signalled(
         lambda stop: run_scheduler(
-            bootstrap, cluster=args.cluster, topic_prefix=args.topic_prefix, stop=stop
+            bootstrap,
+            cluster=args.cluster,
+            topic_prefix=args.topic_prefix,
+            stop=stop,
+            topic_settings=settings,
         )
     )

@@ -17,6 +17,7 @@ from domain.events import (
     QueueDeleted,
     Tick,
 )
+from domain.nodes import heartbeat_refusal
 from domain.quota import UNLIMITED, QuotaSpec
 from domain.resources import RESOURCE_NAMES
 from domain.state import State
@@ -132,7 +133,7 @@ def _(event: JobCancelled, state: State) -> str | None:
 
 @_admit.register
 def _(event: NodeHeartbeat, state: State) -> str | None:
-    return None
+    return heartbeat_refusal(state, event)
 
 
 def _node_report(job: str, node: str, state: State) -> str | None:

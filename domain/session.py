@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from domain.admission import admission_breach, protected_breach, within_quota
 from domain.commands import Dispatch, NodeCommand, Preempt, PreemptReason
+from domain.nodes import dispatch_details
 from domain.placement import PlacementStrategy, Plan, find_placement, largest_free
 from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, Queue, State
@@ -268,6 +269,7 @@ class Session:
                     seq=self.seq,
                     ts=self.ts,
                     reason=why,
+                    **dispatch_details(self.state, job, node_id),
                 )
             )
 

@@ -108,6 +108,8 @@ class Node:
     stopping: Resources = ZERO  # the part of `allocated` whose tasks are being stopped
     lost: bool = False
     jobs: dict[str, int] = field(default_factory=dict)  # job -> tasks (placed or stopping)
+    instance: str | None = None  # the agent that holds the node, when it names itself
+    incarnation: int = 0  # that agent's start count (0: not given)
 
     @property
     def free(self) -> Resources:
@@ -291,6 +293,8 @@ class State:
     elastic_placed: set[str] = field(default_factory=set)
     holders: set[str] = field(default_factory=set)  # jobs with room held for them
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
+    # Restarted agents' nodes -> the (job, attempt) pairs they run; settled by the next cycle.
+    reconcile_requests: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
 
     # -- queues -----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from domain.admission import admission_breach
 from domain.commands import Dispatch, NodeCommand
+from domain.nodes import dispatch_details
 from domain.placement import PLACEMENTS, Plan, find_placement
 from domain.resources import ZERO, Resources
 from domain.session import Outcome, Room, Session, Statement
@@ -204,6 +205,7 @@ def carry_out(session: Session, job: Job, moves: list[Move], plan: Plan) -> None
                     seq=session.seq,
                     ts=session.ts,
                     reason="consolidation",
+                    **dispatch_details(state, moved, node_id),
                 )
             )
         job.awaiting.add(moved.id)

@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.kafka_io import create_topics
+from devtools.topics import create_topics
 from streams.topics import INGRESS, TOPICS
 
 
@@ -52,14 +52,16 @@ def _transactional_producer(bootstrap: str) -> AIOKafkaProducer:
 
 def test_topic_constants() -> None:
     assert set(INGRESS) <= set(TOPICS)
-    assert len(set(TOPICS)) == len(TOPICS) == 6
+    assert len(set(TOPICS)) == len(TOPICS) == 7
     assert all(name.startswith("quotaflow.") for name in TOPICS)
 
 
 @pytest.mark.kafka
 async def test_create_topics_is_idempotent(kafka_bootstrap: str) -> None:
-    await create_topics(kafka_bootstrap)
-    await create_topics(kafka_bootstrap)  # TopicAlreadyExists is not an error
+    await create_topics(kafka_bootstrap, dict.fromkeys(TOPICS, 1))
+    await create_topics(
+        kafka_bootstrap, dict.fromkeys(TOPICS, 1)
+    )  # TopicAlreadyExists is not an error
 
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     await admin.start()
