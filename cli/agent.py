@@ -47,6 +47,13 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
         help='run each job\'s labels["command"] as a process; its exit code decides the outcome',
     )
     agent.add_argument(
+        "--preempt-grace-s",
+        type=_non_negative_float,
+        default=10.0,  # streams.agent_config.KILL_GRACE_S (not imported: the CLI starts fast)
+        help="with --exec: seconds between SIGTERM and SIGKILL when a job is stopped, for "
+        "Dispatches that carry no preempt_grace_s (default 10)",
+    )
+    agent.add_argument(
         "--state-dir",
         type=Path,
         help="where the agent keeps its per-node state file and lock (default: "
@@ -76,6 +83,7 @@ def _agent(args: argparse.Namespace) -> int:
         exec_jobs=args.exec_jobs,
         topic_prefix=args.topic_prefix,
         state_dir=args.state_dir,
+        kill_grace_s=args.preempt_grace_s,
     )
     try:
         config.heartbeat()  # a bad node id or label is reported before connecting
