@@ -8,9 +8,9 @@ from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING
 
-from domain.admission import admission_breach, protected_breach, within_quota
 from domain.commands import Dispatch, NodeCommand, Preempt, PreemptReason
 from domain.placement import PlacementStrategy, Plan, find_placement, largest_free
+from domain.quota_checks import admission_breach, protected_breach, within_quota
 from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, Queue, State
 

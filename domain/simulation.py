@@ -18,7 +18,7 @@ import orjson
 
 from domain.codec import DecodeError, decode_timed
 from domain.commands import Dispatch, NodeCommand, Preempt, Rejected
-from domain.decider import admit, apply, close_group, initial_state
+from domain.decider import accept, apply, close_group, initial_state
 from domain.events import Event, JobFinished, JobPreempted, JobStarted, NodeHeartbeat, Tick
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
@@ -107,7 +107,7 @@ class Simulator:
         if isinstance(event, Tick):
             self._append(ts, event)
             return
-        reason = admit(self.state, event)
+        reason = accept(self.state, event)
         if reason is not None:
             self._reject(ts, text, reason)
             return

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.admission import admission_breach
 from domain.commands import Dispatch, NodeCommand
 from domain.placement import PLACEMENTS, Plan, find_placement
+from domain.quota_checks import admission_breach
 from domain.resources import ZERO, Resources
 from domain.session import Outcome, Room, Session, Statement
 from domain.state import Job, JobStatus, State

@@ -10,8 +10,8 @@ every job still pending in a queue at least as deprived as the expanding job's o
 from __future__ import annotations
 
 from domain.actions.allocate import QueueKey, queue_key
-from domain.admission import admission_breach
 from domain.placement import find_placement
+from domain.quota_checks import admission_breach
 from domain.resources import ZERO, Resources
 from domain.session import Session
 from domain.state import Job, JobStatus, State

@@ -6,7 +6,7 @@ from typing import Any
 
 from domain.codec import decode_timed
 from domain.commands import NodeCommand
-from domain.decider import admit, close_group, fold, initial_state
+from domain.decider import accept, close_group, fold, initial_state
 from domain.events import Event, JournalRecord
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.simulation import Simulator
@@ -62,7 +62,7 @@ class Cluster:
         emitted: list[NodeCommand] = []
         for item in events:
             # Ticks come from the sequencer itself, so they skip admission as there.
-            reason = None if item.type == "Tick" else admit(self.state, item)
+            reason = None if item.type == "Tick" else accept(self.state, item)
             if reason is not None:
                 self.rejections.append((item, reason))
                 continue

@@ -1,4 +1,4 @@
-"""Decide whether an input event is accepted, given the state; a refusal is a reason (pure)."""
+"""Journal acceptance: whether an input event is accepted, given the state; a refusal is a reason (pure)."""
 
 from __future__ import annotations
 
@@ -22,22 +22,22 @@ from domain.resources import RESOURCE_NAMES
 from domain.state import State
 
 
-def admit(state: State, event: Event) -> str | None:
+def accept(state: State, event: Event) -> str | None:
     """None when the event is accepted into the journal, else the reason it is refused."""
-    return _admit(event, state)
+    return _accept(event, state)
 
 
 @singledispatch
-def _admit(event: Event, state: State) -> str | None:
+def _accept(event: Event, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: Tick, state: State) -> str | None:
     return "Tick records are appended by the scheduler only"
 
 
-@_admit.register
+@_accept.register
 def _(event: QueueConfigured, state: State) -> str | None:
     if event.parent is not None:
         if event.parent not in state.queues:
@@ -95,7 +95,7 @@ def _show(index: int, amount: int) -> str:
     return str(amount)
 
 
-@_admit.register
+@_accept.register
 def _(event: QueueDeleted, state: State) -> str | None:
     queue = state.queues.get(event.queue)
     if queue is None:
@@ -107,12 +107,12 @@ def _(event: QueueDeleted, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: ClusterConfigured, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: JobSubmitted, state: State) -> str | None:
     if event.queue not in state.queues:
         return f"queue {event.queue!r} does not exist"
@@ -121,7 +121,7 @@ def _(event: JobSubmitted, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: JobCancelled, state: State) -> str | None:
     if event.job in state.ended_jobs:
         return f"job {event.job!r} has already ended ({state.ended_jobs[event.job].value})"
@@ -130,7 +130,7 @@ def _(event: JobCancelled, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: NodeHeartbeat, state: State) -> str | None:
     return None
 
@@ -143,16 +143,16 @@ def _node_report(job: str, node: str, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: JobStarted, state: State) -> str | None:
     return _node_report(event.job, event.node, state)
 
 
-@_admit.register
+@_accept.register
 def _(event: JobFinished, state: State) -> str | None:
     return _node_report(event.job, event.node, state)
 
 
-@_admit.register
+@_accept.register
 def _(event: JobPreempted, state: State) -> str | None:
     return _node_report(event.job, event.node, state)
