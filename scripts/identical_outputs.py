@@ -85,7 +85,9 @@ def _pending_rows(state: Any, now: int) -> Iterable[dict[str, Any]]:
     for queue_id in sorted(state.queues):
         for entry in pending_view(state, queue_id, now):
             row = {"queue": queue_id}
-            row.update({name: getattr(entry, name) for name in entry.__slots__})
+            for name in entry.__slots__:
+                value = getattr(entry, name)
+                row[name] = getattr(value, "text", value)  # a structured reason: its sentence
             yield row
 
 

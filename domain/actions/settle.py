@@ -4,53 +4,48 @@ from __future__ import annotations
 
 import heapq
 
-from domain.session import Session
+from domain.cycle.framework import Cycle
 from domain.state import JobStatus
 
 
 class Settle:
     name = "settle"
 
-    def execute(self, session: Session) -> None:
-        state = session.state
-        state.pop_due_timers(session.ts)  # a due timer only wakes the cycle
-        self._lose_silent_nodes(session)
+    def execute(self, cycle: Cycle) -> None:
+        state = cycle.state
+        state.pop_due_timers(cycle.ts)  # a due timer only wakes the cycle
+        self._lose_silent_nodes(cycle)
         for job_id in sorted(state.cancel_requests):
             job = state.jobs.get(job_id)
             if job is not None and job.placements:
-                session.stop(job, "cancelled", requeue=False)
-        state.cancel_requests.clear()
+                cycle.stop(job, "cancelled", requeue=False)
+        cycle.statement.set(state, "cancel_requests", set())
 
-    def _lose_silent_nodes(self, session: Session) -> None:
-        state = session.state
+    def _lose_silent_nodes(self, cycle: Cycle) -> None:
+        state = cycle.state
         timeout_ms = state.cluster.heartbeat_timeout_s * 1000
         expiry = state.heartbeat_expiry
-        while expiry and expiry[0][0] <= session.ts:
+        while expiry and expiry[0][0] <= cycle.ts:
             _, node_id = heapq.heappop(expiry)
             node = state.nodes.get(node_id)
-            if node is None or node.lost or node.last_heartbeat_ts + timeout_ms > session.ts:
+            if node is None or node.lost or node.last_heartbeat_ts + timeout_ms > cycle.ts:
                 continue  # stale entry: a later heartbeat pushed a later one
-            self._lose(session, node_id)
+            self._lose(cycle, node_id)
 
-    def _lose(self, session: Session, node_id: str) -> None:
+    def _lose(self, cycle: Cycle, node_id: str) -> None:
         """The node's tasks are gone with it; their jobs go back to pending, keeping their place."""
-        state = session.state
+        state = cycle.state
+        statement = cycle.statement
         node = state.nodes[node_id]
         for job_id in sorted(node.jobs):
             job = state.jobs[job_id]
-            tasks = job.placements.pop(node_id, 0)
-            stopping = state.end_stop(job, node_id)
-            lost = tasks + (stopping.tasks if stopping else 0)
-            state.release(job, node_id, lost)
+            statement.lose_tasks(job, node_id)
             if (
                 job.placements
                 and job.status is JobStatus.RUNNING
                 and job.placed_tasks < job.min_tasks
             ):
                 # A gang cannot run without all its tasks, nor an elastic job below min_tasks.
-                session.stop(job, "node_lost")
-            state.after_tasks_gone(job)
-        node.lost = True
-        state.capacity = state.capacity - node.capacity
-        state.node_index.discard(node_id)
-        state.fair_share_stale = True
+                cycle.stop(job, "node_lost")
+            statement.after_tasks_gone(job)
+        statement.lose_node(node_id)

@@ -8,7 +8,9 @@ from domain.codec import decode_timed
 from domain.commands import NodeCommand
 from domain.decider import accept, close_group, fold, initial_state
 from domain.events import Event, JournalRecord
+from domain.pending import PendingEntry, pending_view
 from domain.plugins import DEFAULT_PLUGINS, Plugins
+from domain.reasons import Reason, ReasonKind
 from domain.simulation import Simulator
 from domain.state import Job, State
 
@@ -76,8 +78,33 @@ class Cluster:
         self.commands += emitted
         return emitted
 
-    given = at
-    when = at
+    def given(self, ts: int, *events: Event) -> None:
+        """History: the events are folded and their cycle runs; what it emitted is in
+        `commands`, but `last` (what `then` looks at) is left to `when`."""
+        self.at(ts, *events)
+        self.last = []
+
+    def when(self, ts: int, *events: Event) -> list[NodeCommand]:
+        """The group under test: its commands are `last`."""
+        return self.at(ts, *events)
+
+    # -- then: commands, structured reasons, views -----------------------------------------
+
+    def reason(self, job_id: str) -> Reason:
+        """Why the pending job waits, as the pending view gives it."""
+        queue_id = self.state.jobs[job_id].queue
+        for entry in pending_view(self.state, queue_id, self.ts, self.plugins):
+            if entry.job == job_id:
+                return entry.reason
+        raise AssertionError(f"{job_id} is not pending")
+
+    def why(self, job_id: str) -> tuple[ReasonKind, dict[str, object]]:
+        """The pending job's reason kind and facts."""
+        found = self.reason(job_id)
+        return found.kind, dict(found.facts)
+
+    def pending(self, queue_id: str) -> list[PendingEntry]:
+        return pending_view(self.state, queue_id, self.ts, self.plugins)
 
     def agents_obey(self, ts: int | None = None) -> list[NodeCommand]:
         """Answers the last group's commands (JobStarted / JobPreempted) at `ts`."""

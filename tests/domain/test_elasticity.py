@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from domain.reasons import ReasonKind
 from tests.domain.harness import Cluster, event, job, node, queue
 
 
@@ -30,7 +31,8 @@ def test_halving_stops_at_min_tasks() -> None:
     cluster.given(0, queue("a", gpu_quota=16), node("n1", gpu=2))
     cluster.when(1, job("elastic", "a", gpu=1, tasks=8, min_tasks=3))  # tries 8, 4, 3
     assert cluster.last == []
-    assert "for 8 task(s)" in (cluster.job("elastic").pending_reason or "")
+    assert cluster.why("elastic")[0] is ReasonKind.CAPACITY
+    assert cluster.why("elastic")[1]["tasks"] == 8
     cluster.when(2, node("n2", gpu=1))
     assert [c.tasks for c in cluster.last] == [2, 1]  # 3 tasks on 2 nodes
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from domain.reasons import ReasonKind
 from tests.domain.harness import Cluster, event, job, node, queue
 
 
@@ -78,7 +79,8 @@ def test_node_selector_places_only_on_matching_nodes() -> None:
     assert nodes_of(cluster) == [("wants-a100", "n2", 1)]
     cluster.when(2, job("wants-h100", "a", gpu=1, node_selector={"gpu-model": "H100"}))
     assert cluster.last == []
-    assert "matching gpu-model=H100" in (cluster.job("wants-h100").pending_reason or "")
+    kind, facts = cluster.why("wants-h100")
+    assert (kind, facts["selector"]) == (ReasonKind.CAPACITY, "gpu-model=H100")
 
 
 def test_every_resource_of_a_task_must_fit_on_its_node() -> None:

@@ -9,12 +9,12 @@ import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from domain.actions.allocate import pending_in_order
 from domain.commands import Dispatch, NodeCommand
+from domain.cycle.framework import QueuePolicy
+from domain.cycle.ordering import pending_in_order
 from domain.decider import accept, close_group, fold, initial_state
 from domain.events import Event, JobSubmitted, JournalRecord
 from domain.evolve import evolve
-from domain.framework import QueuePolicy
 from domain.plugins import DEFAULT_PLUGINS
 from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, Queue, State

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from domain.events import Event
+from domain.reasons import ReasonKind
 from tests.domain.harness import Cluster, event, job, node
 
 
@@ -87,9 +88,7 @@ def test_a_limit_anywhere_on_the_path_caps_the_subtree() -> None:
     )
     cluster.when(1, job("a", "t1"), job("b", "t1"), job("c", "t1"))
     assert cluster.dispatched() == ["a", "b"]
-    assert "queue org would exceed its limit (gpu 3 > limit 2)" in (
-        cluster.job("c").pending_reason or ""
-    )
+    assert cluster.why("c") == (ReasonKind.LIMIT, {"queue": "org", "breach": "gpu 3 > limit 2"})
 
 
 def test_parents_own_interactive_jobs_use_only_the_quota_its_children_leave() -> None:
@@ -98,6 +97,9 @@ def test_parents_own_interactive_jobs_use_only_the_quota_its_children_leave() ->
     cluster.given(0, gpu_queue("org", 4), gpu_queue("t1", 3, parent="org"), node("n1", gpu=8))
     cluster.when(1, job("i1", "org", interactive=True), job("i2", "org", interactive=True))
     assert cluster.dispatched() == ["i1"]
-    assert "deserved quota (gpu 2 > quota 1 non-preemptible)" in (
-        cluster.job("i2").pending_reason or ""
+    kind, facts = cluster.why("i2")
+    assert (kind, facts["breach"], facts["counted"]) == (
+        ReasonKind.QUOTA,
+        "gpu 2 > quota 1",
+        "non-preemptible",
     )

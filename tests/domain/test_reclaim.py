@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from domain import fairshare
 from domain.commands import NodeCommand
+from domain.cycle.session import Session
 from domain.decider import apply
 from domain.events import Event
 from domain.plugins import DEFAULT_PLUGINS
+from domain.reasons import ReasonKind
 from domain.rules.reclaim import Reclaim
-from domain.session import Session
 from tests.domain.harness import Cluster, event, job, node
 
 
@@ -186,7 +187,7 @@ def test_interactive_beyond_deserved_quota_waits_and_preempts_nobody() -> None:
     settle(cluster, 1)
     cluster.when(2, job("i1", "a", interactive=True))
     assert preempts(settle(cluster, 2)) == []
-    assert "deserved quota" in (cluster.job("i1").pending_reason or "")
+    assert cluster.why("i1")[0] is ReasonKind.QUOTA
 
 
 def test_interactive_and_non_preemptible_jobs_are_never_victims() -> None:
