@@ -76,10 +76,14 @@ class NodeIndex:
         return len(self._entries)
 
     def update(self, node: Node) -> None:
-        self.discard(node.id)
-        self.version += 1
+        """Re-files the node by its free capacity (drops it if lost). A node already indexed
+        keeps its place in `_keys`, so undoing a change restores the index exactly."""
         if node.lost:
+            self.discard(node.id)
+            self.version += 1
             return
+        self._unfile(node.id)
+        self.version += 1
         free = node.free
         key = (free.gpu, free.cpu, free.memory, node.id)
         bisect.insort(self._entries, key)
@@ -87,12 +91,18 @@ class NodeIndex:
         self._count(key, 1)
 
     def discard(self, node_id: str) -> None:
-        key = self._keys.pop(node_id, None)
-        if key is not None:
-            self.version += 1
-            index = bisect.bisect_left(self._entries, key)
-            del self._entries[index]
-            self._count(key, -1)
+        if self._unfile(node_id):
+            del self._keys[node_id]
+
+    def _unfile(self, node_id: str) -> bool:
+        key = self._keys.get(node_id)
+        if key is None:
+            return False
+        self.version += 1
+        index = bisect.bisect_left(self._entries, key)
+        del self._entries[index]
+        self._count(key, -1)
+        return True
 
     def fullest_first(self, at_least_gpu: int) -> Iterator[str]:
         """Nodes with at least `at_least_gpu` free, fullest (least free gpu) first."""
