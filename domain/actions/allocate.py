@@ -62,17 +62,19 @@ class Allocate:
         outcome, reason = cycle.try_schedule(job)
         if outcome is Outcome.PLACED:
             return _Next.REQUEUE
-        job.pending_reason = reason
+        statement = cycle.statement
+        statement.set(job, "pending_reason", reason)
         if outcome is Outcome.PREEMPTING:
             # Not blocked: its victims are stopping and what they free is held for it.
-            job.blocked_since = None
+            statement.set(job, "blocked_since", None)
             return _Next.REQUEUE
         if job.blocked_since is None:
-            job.blocked_since = cycle.ts  # the first cycle in which it was found blocked
+            # The first cycle in which it was found blocked.
+            statement.set(job, "blocked_since", cycle.ts)
         policy = cycle.policy(queue)
         if policy.on_blocked(job, queue, cycle) is Verdict.STOP:
-            queue.stopped_by = job.id
-            queue.stopped_policy = policy.kind
+            statement.set(queue, "stopped_by", job.id)
+            statement.set(queue, "stopped_policy", policy.kind)
             return _Next.STOP
         # A blocked try commits nothing, so every queue keeps its rank and this one stays first.
         return _Next.CONTINUE

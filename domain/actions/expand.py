@@ -40,7 +40,7 @@ class Expand:
         for job_id in sorted(state.elastic_placed):
             job = state.jobs.get(job_id)
             if job is None or not job.placements:
-                state.elastic_placed.discard(job_id)  # ended or back to pending
+                cycle.statement.forget_elastic(job_id)  # ended or back to pending
             elif growable(job):
                 candidates.append(job)
         if not candidates:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
-
 from domain.cycle.framework import Cycle
 from domain.state import JobStatus
 
@@ -13,7 +11,7 @@ class Settle:
 
     def execute(self, cycle: Cycle) -> None:
         state = cycle.state
-        state.pop_due_timers(cycle.ts)  # a due timer only wakes the cycle
+        cycle.statement.pop_due_timers(cycle.ts)  # a due timer only wakes the cycle
         self._lose_silent_nodes(cycle)
         for job_id in sorted(state.cancel_requests):
             job = state.jobs.get(job_id)
@@ -24,9 +22,7 @@ class Settle:
     def _lose_silent_nodes(self, cycle: Cycle) -> None:
         state = cycle.state
         timeout_ms = state.cluster.heartbeat_timeout_s * 1000
-        expiry = state.heartbeat_expiry
-        while expiry and expiry[0][0] <= cycle.ts:
-            _, node_id = heapq.heappop(expiry)
+        for node_id in cycle.statement.pop_heartbeat_expiry(cycle.ts):
             node = state.nodes.get(node_id)
             if node is None or node.lost or node.last_heartbeat_ts + timeout_ms > cycle.ts:
                 continue  # stale entry: a later heartbeat pushed a later one

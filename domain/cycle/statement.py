@@ -18,6 +18,7 @@ restores, could revive what was derived from a tentative state.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -148,6 +149,24 @@ class Statement:
 
     def add_timer(self, due_ts: int, kind: str, ident: str) -> None:
         self._state.add_timer(due_ts, kind, ident)  # a wake-up only: keeping it is harmless
+
+    def pop_due_timers(self, now: int) -> None:
+        self._final()
+        self._state.pop_due_timers(now)
+
+    def pop_heartbeat_expiry(self, now: int) -> list[str]:
+        """The nodes whose heartbeat deadline (as last pushed) is due, in deadline order."""
+        self._final()
+        expiry = self._state.heartbeat_expiry
+        due = []
+        while expiry and expiry[0][0] <= now:
+            due.append(heapq.heappop(expiry)[1])
+        return due
+
+    def forget_elastic(self, job_id: str) -> None:
+        """Prunes a job that no longer runs from the elastic jobs the expand action visits."""
+        self._final()
+        self._state.elastic_placed.discard(job_id)
 
     # -- undo -----------------------------------------------------------------------------
 
