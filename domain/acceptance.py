@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import singledispatch
 
 from domain.events import (
@@ -17,13 +18,26 @@ from domain.events import (
     QueueDeleted,
     Tick,
 )
+from domain.plugins import QUEUE_POLICIES
 from domain.quota import UNLIMITED, QuotaSpec
 from domain.resources import RESOURCE_NAMES
 from domain.state import State
 
+DEFAULT_POLICY_KINDS = tuple(QUEUE_POLICIES)
 
-def accept(state: State, event: Event) -> str | None:
-    """None when the event is accepted into the journal, else the reason it is refused."""
+
+def accept(
+    state: State, event: Event, policy_kinds: Collection[str] = DEFAULT_POLICY_KINDS
+) -> str | None:
+    """None when the event is accepted into the journal, else the reason it is refused.
+
+    `policy_kinds` are the registered queue policies (the codec has checked them already;
+    this keeps an unregistered one out of the journal whatever built the event)."""
+    if isinstance(event, QueueConfigured) and event.policy.kind not in policy_kinds:
+        known = ", ".join(policy_kinds)
+        return (
+            f"policy.kind: {event.policy.kind!r} is not a registered queue policy (known: {known})"
+        )
     return _accept(event, state)
 
 

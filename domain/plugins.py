@@ -16,6 +16,7 @@ from domain.actions.consolidate import consolidate
 from domain.actions.expand import Expand
 from domain.actions.settle import Settle
 from domain.cycle.framework import Action, PluginSet, PreemptionRule, QueuePolicy, Resolver
+from domain.events import POLICY_KINDS
 from domain.placement import PLACEMENTS, PlacementStrategy
 from domain.policies.balance import Balance
 from domain.policies.fifo import Fifo
@@ -62,6 +63,11 @@ class Plugins(PluginSet):
 
 
 DEFAULT_PLUGINS = Plugins()
+
+
+def validation_context(plugins: PluginSet = DEFAULT_PLUGINS) -> dict[str, object]:
+    """What validating input needs from the registry: the registered queue policy names."""
+    return {POLICY_KINDS: tuple(plugins.queue_policies)}
 
 
 def preemption_explanations(plugins: PluginSet = DEFAULT_PLUGINS) -> dict[str, str]:

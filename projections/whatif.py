@@ -34,6 +34,7 @@ from domain.events import (
     QueueConfigured,
     QueueDeleted,
 )
+from domain.plugins import validation_context
 from domain.resources import gpu_to_milli
 from domain.simulation import Simulator
 
@@ -94,7 +95,7 @@ def _override_queue(event: QueueConfigured, overrides: Overrides) -> QueueConfig
         if name in overrides.queues:
             body = _merge(body, overrides.queues[name])
     try:
-        return QueueConfigured.model_validate(body)
+        return QueueConfigured.model_validate(body, context=validation_context())
     except ValidationError as exc:
         raise WhatIfError(f"queue {event.queue}: {describe_validation_error(exc)}") from None
 

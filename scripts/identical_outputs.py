@@ -10,7 +10,8 @@ ROOT is a checkout of QuotaFlow (the tree under test), OUT an empty folder. Writ
   each queue's pending view afterwards;
 - `preemption/*.jsonl`: a reduced bench/preemption_bench run (reclaim and self_level);
 - `replay/*`: a synthetic sequencer journal (bench/replay_bench's seeded inputs), the commands
-  a replay of it emits, and the pending views at its end.
+  a replay of it emits, and the pending views at its end;
+- `schema.json`: `quotaflow schema`, the JSON Schema of every event and command.
 `scripts/check_identical` compares two such folders byte for byte.
 """
 
@@ -36,6 +37,7 @@ def main() -> None:
 
     assert Path(domain.__file__).is_relative_to(root), f"domain/ not loaded from {root}"
     simulate_scenarios(root, out / "simulate")
+    cli_schema(root, out / "schema.json")
     core_decisions(out / "core")
     preemption_decisions(out / "preemption")
     synthetic_replay(out / "replay")
@@ -58,25 +60,42 @@ def _plain(value: Any) -> Any:
     raise TypeError(repr(value))
 
 
-def simulate_scenarios(root: Path, out: Path) -> None:
+def quotaflow(root: Path, *args: str) -> bytes:
+    """Runs ROOT's own `quotaflow` CLI (its pyproject's entry point): stdout, stderr, status."""
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
     module, function = pyproject["project"]["scripts"]["quotaflow"].split(":")
     code = f"import sys; from {module} import {function} as m; sys.exit(m())"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        check=False,
+    )
+    return done.stdout + b"-- stderr\n" + done.stderr + f"-- exit {done.returncode}\n".encode()
+
+
+def simulate_scenarios(root: Path, out: Path) -> None:
     scenarios = sorted((root / "tests" / "scenarios").rglob("*.jsonl"))
     for scenario in scenarios:
         name = scenario.relative_to(root / "tests" / "scenarios").as_posix()
-        done = subprocess.run(
-            [sys.executable, "-c", code, "simulate", str(scenario)],
-            cwd=root,
-            env={**os.environ, "PYTHONPATH": str(root)},
-            capture_output=True,
-            check=False,
-        )
         path = out / (name.replace("/", "__") + ".out")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(
-            done.stdout + b"-- stderr\n" + done.stderr + f"-- exit {done.returncode}\n".encode()
-        )
+        path.write_bytes(quotaflow(root, "simulate", str(scenario)))
+
+
+def cli_schema(root: Path, out: Path) -> None:
+    out.write_bytes(quotaflow(root, "schema"))
+    bad = out.parent / "refusals.jsonl"
+    lines = [
+        {"type": "QueueConfigured", "ts": 0, "queue": "a", "policy": {"kind": "lifo"}},
+        {"type": "QueueConfigured", "ts": 0, "queue": "b", "policy": {"kind": 5}},
+        {"type": "QueueConfigured", "ts": 0, "queue": "c", "policy": {"kind": "balance"}},
+        {"type": "JobSubmitted", "ts": 1, "job": "j", "queue": "nope", "resources": {"gpu": 1}},
+    ]
+    bad.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    (out.parent / "refusals.out").write_bytes(quotaflow(root, "simulate", str(bad)))
+    bad.unlink()
 
 
 def _pending_rows(state: Any, now: int) -> Iterable[dict[str, Any]]:

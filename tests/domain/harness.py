@@ -64,7 +64,11 @@ class Cluster:
         emitted: list[NodeCommand] = []
         for item in events:
             # Ticks come from the sequencer itself, so they skip admission as there.
-            reason = None if item.type == "Tick" else accept(self.state, item)
+            reason = (
+                None
+                if item.type == "Tick"
+                else accept(self.state, item, tuple(self.plugins.queue_policies))
+            )
             if reason is not None:
                 self.rejections.append((item, reason))
                 continue
