@@ -10,6 +10,15 @@ from domain.decider import accept, close_group, fold, initial_state
 from domain.events import Event, JournalRecord
 from domain.pending import PendingEntry, pending_view
 from domain.plugins import DEFAULT_PLUGINS, Plugins
+from domain.read_models import (
+    JobView,
+    NodeView,
+    QueueView,
+    job_ids,
+    job_view,
+    node_view,
+    queue_view,
+)
 from domain.reasons import Reason, ReasonKind
 from domain.simulation import Simulator
 from domain.state import Job, State
@@ -109,6 +118,28 @@ class Cluster:
 
     def pending(self, queue_id: str) -> list[PendingEntry]:
         return pending_view(self.state, queue_id, self.ts, self.plugins)
+
+    def job_view(self, job_id: str) -> JobView:
+        found = job_view(self.state, job_id)
+        assert found is not None, f"no job {job_id}"
+        return found
+
+    def queue_view(self, queue_id: str) -> QueueView:
+        found = queue_view(self.state, queue_id)
+        assert found is not None, f"no queue {queue_id}"
+        return found
+
+    def node_view(self, node_id: str) -> NodeView:
+        found = node_view(self.state, node_id)
+        assert found is not None, f"no node {node_id}"
+        return found
+
+    def queue_ids(self) -> list[str]:
+        return sorted(self.state.queues)
+
+    def job_ids(self) -> list[str]:
+        """Jobs not yet ended, sorted."""
+        return job_ids(self.state)
 
     def agents_obey(self, ts: int | None = None) -> list[NodeCommand]:
         """Answers the last group's commands (JobStarted / JobPreempted) at `ts`."""

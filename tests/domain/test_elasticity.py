@@ -21,7 +21,7 @@ def test_an_elastic_job_starts_small_and_doubles_when_a_node_joins() -> None:
         ("n2", 1, "expand", 1),
         ("n2", 4, "expand", 1),
     ]
-    assert cluster.job("elastic").placed_tasks == 8
+    assert cluster.job_view("elastic").placed_tasks == 8
     cluster.agents_obey()
     assert cluster.last == []  # at full size it never grows further
 
@@ -45,7 +45,7 @@ def test_expansion_never_goes_beyond_tasks() -> None:
     assert [(c.tasks, c.reason) for c in cluster.last] == [(1, "quota"), (1, "expand")]
     cluster.when(2, node("n2", gpu=8))
     assert [(c.tasks, c.reason) for c in cluster.last] == [(1, "expand")]  # 2 -> 3, never 4
-    assert cluster.job("elastic").placed_tasks == 3
+    assert cluster.job_view("elastic").placed_tasks == 3
 
 
 def test_allocation_comes_before_expansion() -> None:
@@ -77,8 +77,8 @@ def test_a_job_lost_with_its_node_does_not_expand_while_pending() -> None:
     cluster.given(0, node("n1", gpu=2))
     cluster.when(1, job("elastic", "a", gpu=1, tasks=4, min_tasks=1))
     cluster.when(11_000, event("Tick"))
-    assert cluster.job("elastic").status.value == "pending"
-    assert "elastic" not in cluster.state.elastic_placed or not cluster.job("elastic").placements
+    assert cluster.job_view("elastic").status == "pending"
+    assert not cluster.job_view("elastic").placements
 
 
 def test_under_reclaim_an_elastic_job_is_shrunk_instead_of_preempted_whole() -> None:
@@ -92,7 +92,7 @@ def test_under_reclaim_an_elastic_job_is_shrunk_instead_of_preempted_whole() -> 
     assert stops == [("elastic", 2, "shrink", "owed")]  # 4 -> 2 gives b its quota back
     cluster.agents_obey()
     assert cluster.dispatched() == ["owed"]
-    assert (cluster.job("elastic").status.value, cluster.job("elastic").placed_tasks) == (
+    assert (cluster.job_view("elastic").status, cluster.job_view("elastic").placed_tasks) == (
         "running",
         2,
     )

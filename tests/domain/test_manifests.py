@@ -80,8 +80,8 @@ def test_burst_queue_uses_idle_gpus_without_a_guarantee_and_is_reclaimed_first()
     ]
     cluster.agents_obey()
     assert cluster.dispatched() == ["m0"]
-    burst = cluster.state.queues["burst-queue"]
-    research = cluster.state.queues["research-team"]
+    burst = cluster.queue_view("burst-queue")
+    research = cluster.queue_view("research-team")
     assert (research.fair_share[0], burst.fair_share[0]) == (1000, 3000)
 
 

@@ -54,7 +54,7 @@ def test_a_gang_is_placed_whole_or_not_at_all() -> None:
     cluster.given(0, queue("a", gpu_quota=16), node("n1", gpu=4), node("n2", gpu=4))
     cluster.when(1, job("gang", "a", gpu=3, tasks=3))  # two fit (one per node), not three
     assert cluster.last == []
-    assert cluster.state.nodes["n1"].allocated.gpu == 0
+    assert cluster.node_view("n1").allocated.gpu == 0
     cluster.when(2, node("n3", gpu=4))
     assert sorted(nodes_of(cluster)) == [("gang", "n1", 1), ("gang", "n2", 1), ("gang", "n3", 1)]
     assert {c.seq for c in cluster.last} == {cluster.seq}
@@ -97,4 +97,4 @@ def test_fractional_gpus_share_a_device_exactly() -> None:
     cluster.given(0, queue("a", gpu_quota=16), node("n1", gpu=1))
     cluster.when(1, job("h1", "a", gpu=0.5), job("h2", "a", gpu=0.5), job("h3", "a", gpu=0.5))
     assert [c.job for c in cluster.last] == ["h1", "h2"]
-    assert cluster.state.nodes["n1"].free.gpu == 0
+    assert cluster.node_view("n1").free.gpu == 0

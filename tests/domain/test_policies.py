@@ -59,7 +59,7 @@ def test_blocked_head_and_a_small_job_behind_it(
     cluster = blocked_head(kind, head_priority)
     assert cluster.dispatched() == placed
     stops = not placed
-    assert cluster.state.queues["q"].stopped_by == ("head" if stops else None)
+    assert cluster.queue_view("q").stopped_by == ("head" if stops else None)
     assert cluster.why("head")[0] is ReasonKind.CAPACITY
 
 
@@ -81,15 +81,14 @@ def test_round_robin_tries_every_job_in_order() -> None:
 
 def test_balance_skips_the_head_only_after_its_timeout() -> None:
     cluster = blocked_head("balance", balance_timeout_s=60)
-    head = cluster.job("head")
-    assert head.blocked_since == 2 * S
+    assert cluster.job_view("head").blocked_since == 2 * S
     assert (62 * S, "balance", "head") in cluster.state.timers
     cluster.when(61 * S, event("Tick"))
     assert cluster.dispatched() == []
     # The timeout alone wakes a cycle: nothing else changed at 62 s.
     cluster.when(62 * S, event("Tick"))
     assert cluster.dispatched() == ["small"]
-    assert head.blocked_since == 2 * S  # still blocked, now skipped
+    assert cluster.job_view("head").blocked_since == 2 * S  # still blocked, now skipped
 
 
 def test_balance_window_widens_one_job_per_timeout() -> None:
@@ -101,8 +100,8 @@ def test_balance_window_widens_one_job_per_timeout() -> None:
     cluster.when(62 * S, event("Tick"))
     # first is skipped now; second is tried for the first time, blocks, starts its own timeout.
     assert cluster.dispatched() == []
-    assert cluster.state.queues["q"].stopped_by == "second"
-    assert cluster.job("second").blocked_since == 62 * S
+    assert cluster.queue_view("q").stopped_by == "second"
+    assert cluster.job_view("second").blocked_since == 62 * S
     cluster.when(121 * S, event("Tick"))
     assert cluster.dispatched() == []
     cluster.when(122 * S, event("Tick"))
@@ -113,8 +112,8 @@ def test_balance_placed_job_leaves_and_a_requeue_starts_a_fresh_blocked_period()
     cluster = blocked_head("balance", balance_timeout_s=60)
     cluster.finish(10 * S, "filler")
     assert cluster.dispatched() == ["head", "small"]
-    assert cluster.job("head").blocked_since is None
-    assert cluster.state.queues["q"].stopped_by is None
+    assert cluster.job_view("head").blocked_since is None
+    assert cluster.queue_view("q").stopped_by is None
 
 
 def test_balance_cycle_is_skipped_while_nothing_changes_and_no_timer_is_due() -> None:
@@ -209,7 +208,7 @@ def test_policy_change_mid_queue(before: str, after: str, placed: list[str]) -> 
     cluster.when(62 * S, policy_queue("q", after, balance_timeout_s=30))
     assert cluster.dispatched() == placed
     assert cluster.preempted() == []
-    assert cluster.job("filler").status.value == "running"
+    assert cluster.job_view("filler").status == "running"
 
 
 def test_policy_change_to_fifo_stops_jobs_submitted_after_it() -> None:
@@ -219,7 +218,7 @@ def test_policy_change_to_fifo_stops_jobs_submitted_after_it() -> None:
     assert cluster.dispatched() == []
     cluster.when(4 * S, policy_queue("q", "fifo"), job("later", "q", gpu=1))
     assert cluster.dispatched() == []
-    assert cluster.state.queues["q"].stopped_by == "head"
+    assert cluster.queue_view("q").stopped_by == "head"
 
 
 def test_policy_change_from_intelligent_to_fifo_drops_aging() -> None:
@@ -291,7 +290,7 @@ def test_resources_freed_by_a_preemption_are_held_for_the_preemptor(kind: str) -
     cluster.when(3 * S, job("urgent", "q", gpu=4, priority=9), job("small", "q", gpu=1))
     assert cluster.preempted() == ["low"]
     assert cluster.dispatched() == []
-    assert cluster.job("urgent").blocked_since is None  # a preemption started: not blocked
+    assert cluster.job_view("urgent").blocked_since is None  # a preemption started: not blocked
     # The agent stops low: its 4 GPUs are free, but held for urgent; small must not take one.
     cluster.when(4 * S, event("JobPreempted", job="low", node="n1", attempt=1))
     assert cluster.dispatched() == ["urgent"]
@@ -311,7 +310,7 @@ def test_a_job_behind_a_preempting_job_may_use_what_is_not_held() -> None:
     assert [(c.job, c.node) for c in cluster.last if c.type == "Dispatch"] == [("small", "n2")]
     entries = {e.job: e for e in pending_view(cluster.state, "q", 3 * S)}
     assert entries["urgent"].standing is Standing.PREEMPTING
-    assert cluster.state.nodes["n1"].held.gpu == 4000
+    assert cluster.node_view("n1").held.gpu == 4000
 
 
 # -- pending view: reason and position without O(pending) work in the cycle -------------------
