@@ -13,7 +13,7 @@ from domain.cycle.framework import Attempt
 from domain.placement import PlacementStrategy, find_placement, largest_free
 from domain.quota_checks import admission_breach, protected_breach
 from domain.reasons import Reason, ReasonKind, reason
-from domain.resources import ZERO
+from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, State
 
 Selector = tuple[tuple[str, str], ...]
@@ -34,10 +34,10 @@ class Fitter:
         # Shapes (selector, per-task request, tasks) that found no room, valid while nothing
         # was freed: free capacity only shrinks meanwhile, so any job with the same selector
         # (or none) asking at least as much per task for at least as many tasks cannot fit.
-        self._no_room: dict[Selector, list[tuple[object, int]]] = {}
+        self._no_room: dict[Selector, list[tuple[Resources, int]]] = {}
         self._no_room_frees = -1
         # The same reason for the same shape while nothing changed.
-        self._reasons: dict[tuple[Selector, object, int], tuple[int, Reason]] = {}
+        self._reasons: dict[tuple[Selector, Resources, int], tuple[int, Reason]] = {}
 
     def sizes(self, job: Job) -> list[int]:
         """Full size first; an elastic job then halves again and again down to min_tasks."""
@@ -113,7 +113,7 @@ class Fitter:
             return False
         for selector in ((), job.node_selector) if job.node_selector else ((),):
             for per_task, failed_tasks in self._no_room.get(selector, ()):
-                if failed_tasks <= tasks and per_task.fits_in(job.per_task):  # type: ignore[attr-defined]
+                if failed_tasks <= tasks and per_task.fits_in(job.per_task):
                     return True
         return False
 
@@ -123,7 +123,7 @@ class Fitter:
         shapes[:] = [
             (per_task, failed_tasks)
             for per_task, failed_tasks in shapes
-            if not (tasks <= failed_tasks and job.per_task.fits_in(per_task))  # type: ignore[arg-type]
+            if not (tasks <= failed_tasks and job.per_task.fits_in(per_task))
         ]
         shapes.append((job.per_task, tasks))
 

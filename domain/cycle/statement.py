@@ -48,6 +48,7 @@ class Statement:
 
     def rollback(self, checkpoint: int) -> None:
         """Undoes everything since `checkpoint` (and closes it and any inner one)."""
+        self._open(checkpoint)
         undo_mark, command_mark = self._marks[checkpoint]
         while len(self._undo) > undo_mark:
             self._undo.pop()()
@@ -58,13 +59,15 @@ class Statement:
 
     def accept(self, checkpoint: int) -> None:
         """Keeps what was done since `checkpoint` (an enclosing checkpoint may still undo it)."""
+        self._open(checkpoint)
         del self._marks[checkpoint:]
         if not self._marks:
             self._undo.clear()
 
     def commit(self) -> list[NodeCommand]:
         """The cycle's commands, in the order they were emitted; the statement starts afresh."""
-        assert not self._marks, "a checkpoint is still open"
+        if self._marks:
+            raise RuntimeError("commit with a checkpoint still open")
         commands, self._commands = self._commands, []
         return commands
 
@@ -174,8 +177,13 @@ class Statement:
         self.epoch += 1
         self.frees += 1
 
+    def _open(self, checkpoint: int) -> None:
+        if not 0 <= checkpoint < len(self._marks):
+            raise RuntimeError(f"checkpoint {checkpoint} is not open")
+
     def _final(self) -> None:
-        assert not self._marks, "not undoable: never done tentatively"
+        if self._marks:
+            raise RuntimeError("not undoable, so never done inside a checkpoint")
 
     def _record(self, job: Job, node_ids: Iterable[str]) -> None:
         """Remembers everything a change to the job on these nodes may touch."""

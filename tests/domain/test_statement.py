@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -132,3 +133,39 @@ def test_the_property_above_reaches_tentative_work() -> None:
     assert not session.preempt_for(cluster.state.jobs["big"], rule)
     assert rule.checked > 0
     assert canonical(cluster.state) == canonical(before)
+
+
+def test_rollback_drops_the_commands_emitted_since_its_checkpoint_and_commit_hands_out_the_rest() -> (
+    None
+):
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n0", gpu=8))
+    apply(cluster.state, job("x", "a", gpu=2), cluster.seq + 1, 5)
+    apply(cluster.state, job("y", "a", gpu=2), cluster.seq + 2, 5)
+    fairshare.recompute(cluster.state)
+    session = Session(cluster.state, Plugins(), cluster.seq + 2, 5)
+    x, y = cluster.state.jobs["x"], cluster.state.jobs["y"]
+    session.dispatch(x, {"n0": 1})
+    outer = session.statement.checkpoint()
+    before = copy.deepcopy(cluster.state)
+    session.dispatch(y, {"n0": 1})
+    inner = session.statement.checkpoint()
+    session.stop(x, "priority", by="y")
+    session.statement.rollback(inner)  # the stop is gone, y's dispatch stays
+    assert session.statement.emitted == 2
+    session.statement.rollback(outer)  # and now y's dispatch too
+    assert canonical(cluster.state) == canonical(before)
+    with pytest.raises(RuntimeError):
+        session.statement.rollback(outer)  # a checkpoint is closed by its rollback
+    assert [(c.type, c.job) for c in session.commit()] == [("Dispatch", "x")]
+
+
+def test_what_is_never_tentative_refuses_to_run_inside_a_checkpoint() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n0", gpu=8))
+    session = Session(cluster.state, Plugins(), cluster.seq, 1)
+    session.statement.checkpoint()
+    with pytest.raises(RuntimeError, match="never done inside a checkpoint"):
+        session.statement.lose_node("n0")
+    with pytest.raises(RuntimeError, match="checkpoint still open"):
+        session.commit()
