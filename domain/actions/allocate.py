@@ -28,8 +28,9 @@ class Allocate:
         heap: list[tuple[QueueKey, str]] = []
         for queue_id in sorted(state.queues):
             queue = state.queues[queue_id]
-            statement.set(queue, "stopped_by", None)
-            statement.set(queue, "stopped_policy", None)
+            if queue.stopped_by is not None or queue.stopped_policy is not None:
+                statement.set(queue, "stopped_by", None)
+                statement.set(queue, "stopped_policy", None)
             if len(queue.pending):
                 heap.append((queue_key(cycle.state, queue_id), queue_id))
         heapq.heapify(heap)

@@ -11,9 +11,11 @@ Undo is recorded only while a checkpoint is open, so committed work costs nothin
 Operations that cannot be undone (a node lost, a job requeued or ended) refuse to run inside
 a checkpoint: tentative work never does them.
 
-Caches that must notice any change key on `epoch` and `frees`, which only grow (a rollback
-counts as a change): keying on `state.freed` or the node index version, which a rollback
-restores, could revive what was derived from a tentative state.
+Caches key on `epoch` (bumped by every change to who holds what on which node: placements,
+stops, holds, lost nodes) and `frees` (bumped whenever free capacity may have grown), which
+only grow, and a rollback bumps both: keying on `state.freed` or the node index version,
+which a rollback restores, could revive what was derived from a tentative state. Setting a
+job's or queue's fields and emitting commands change neither.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Statement:
         self._undo: list[Undo] = []
         self._marks: list[tuple[int, int]] = []  # (undo length, commands length) per checkpoint
         self._commands: list[NodeCommand] = []
-        self.epoch = 0  # bumped by every change and every rollback
+        self.epoch = 0  # bumped by every change to nodes' allocations and holds, and rollback
         self.frees = 0  # bumped whenever free capacity may have grown (and on every rollback)
 
     # -- checkpoints ----------------------------------------------------------------------
@@ -78,7 +80,6 @@ class Statement:
 
     def emit(self, commands: Iterable[NodeCommand]) -> None:
         self._commands.extend(commands)
-        self.epoch += 1
 
     # -- undoable changes -----------------------------------------------------------------
 
@@ -115,7 +116,6 @@ class Statement:
             old = getattr(target, name)
             self._undo.append(lambda: setattr(target, name, old))
         setattr(target, name, value)
-        self.epoch += 1
 
     # -- changes that are never tentative -------------------------------------------------
 
@@ -137,7 +137,6 @@ class Statement:
     def dequeue(self, job: Job) -> None:
         self._final()
         self._state.dequeue(job)
-        self.epoch += 1
 
     def lose_node(self, node_id: str) -> None:
         """The node is gone: its capacity leaves the cluster (its tasks were released)."""
