@@ -18,6 +18,7 @@ from domain.events import (
     QueueDeleted,
     Tick,
 )
+from domain.nodes import heartbeat_refusal
 from domain.plugins import QUEUE_POLICIES
 from domain.quota import UNLIMITED, QuotaSpec
 from domain.resources import RESOURCE_NAMES
@@ -146,7 +147,7 @@ def _(event: JobCancelled, state: State) -> str | None:
 
 @_accept.register
 def _(event: NodeHeartbeat, state: State) -> str | None:
-    return None
+    return heartbeat_refusal(state, event)
 
 
 def _node_report(job: str, node: str, state: State) -> str | None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 DispatchReason = Literal["quota", "over_quota", "expand", "consolidation"]
 # "cancelled" and "node_lost" extend the contract's list where it is silent: a running job that
@@ -41,6 +41,26 @@ class Dispatch(Command):
     seq: int
     ts: int
     reason: DispatchReason
+    # What the agent needs to run the job travels with it, so no agent reads the journal.
+    # Optional and written only when set: a Dispatch without them is as before.
+    duration_s: float | None = Field(
+        default=None, description="the job's duration_s from JobSubmitted (run time), if any"
+    )
+    labels: dict[str, str] | None = Field(
+        default=None, description='the job\'s labels from JobSubmitted (e.g. "command"), if any'
+    )
+    user: str | None = Field(default=None, description="the job's user from JobSubmitted, if any")
+    incarnation: int | None = Field(
+        default=None,
+        description="the incarnation of the node's agent this is addressed to (when the agent "
+        "sends one); an agent ignores a Dispatch for another incarnation of itself: the core "
+        "requeued that job when the restart's heartbeat arrived",
+    )
+
+    OPTIONAL_ON_WIRE: ClassVar[tuple[str, ...]] = ("duration_s", "labels", "user", "incarnation")
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 class Preempt(Command):

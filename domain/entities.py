@@ -94,6 +94,8 @@ class Node:
     stopping: Resources = ZERO  # the part of `allocated` whose tasks are being stopped
     lost: bool = False
     jobs: dict[str, int] = field(default_factory=dict)  # job -> tasks (placed or stopping)
+    instance: str | None = None  # the agent that holds the node, when it names itself
+    incarnation: int = 0  # that agent's start count (0: not given)
 
     @property
     def free(self) -> Resources:

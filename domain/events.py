@@ -235,14 +235,43 @@ class JobCancelled(Strict):
     job: JobId
 
 
+Attempt = Annotated[int, Field(ge=1)]
+AgentInstance = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
+
+
+class RunningAttempt(Strict):
+    """One attempt of a job an agent says it is running on its node."""
+
+    job: JobId
+    attempt: Attempt
+
+
 class NodeHeartbeat(Strict):
+    """A node is alive with this capacity. `instance`, `incarnation` and `running` are optional
+    (agents that send them are recognised across restarts; see docs/cli.md, node agent)."""
+
     type: Literal["NodeHeartbeat"] = "NodeHeartbeat"
     node: NodeId
+    instance: AgentInstance | None = Field(
+        default=None,
+        description="stable id of the agent that holds this node, kept across its restarts",
+    )
+    incarnation: Annotated[int, Field(ge=1, le=2**53)] | None = Field(
+        default=None, description="the agent's start count (needs instance); higher: a restart"
+    )
     capacity: ResourcesIn
     labels: Labels = Field(default_factory=dict)
+    running: Annotated[list[RunningAttempt], Field(max_length=1_000)] | None = Field(
+        default=None,
+        description="the (job, attempt) pairs the agent runs now; on a restart (a new "
+        "incarnation), jobs placed on the node but missing here are lost on it and requeued",
+    )
 
-
-Attempt = Annotated[int, Field(ge=1)]
+    @model_validator(mode="after")
+    def _incarnation_needs_instance(self) -> NodeHeartbeat:
+        if self.incarnation is not None and self.instance is None:
+            raise ValueError("incarnation needs instance: an incarnation counts one agent's starts")
+        return self
 
 
 class JobStarted(Strict):

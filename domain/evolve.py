@@ -18,6 +18,7 @@ from domain.events import (
     QueueDeleted,
     Tick,
 )
+from domain.nodes import note_holder
 from domain.quota import QuotaSpec
 from domain.state import Job, JobStatus, Node, Queue, State
 
@@ -118,10 +119,12 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
     if node is None:
         node = Node(event.node, capacity, dict(event.labels), ts)
         state.nodes[event.node] = node
+        note_holder(state, node, event)
         state.capacity = state.capacity + capacity
         state.fair_share_stale = True
         state.needs_cycle = True
     else:
+        note_holder(state, node, event)
         if node.lost:
             node.lost = False
             state.capacity = state.capacity + capacity

@@ -34,7 +34,8 @@ def json_schema() -> dict[str, Any]:
     """One schema document: `oneOf` every top-level object, each defined under `$defs`.
 
     Events are described as producers may send them (validation: defaults optional).
-    Commands and rejections as the scheduler writes them (serialization: every field present).
+    Commands and rejections as the scheduler writes them (serialization: every field present
+    except a Dispatch's optional job details, written only when set).
     Journal records are events with two more integer fields, `seq` and `ts`.
     """
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -47,7 +48,8 @@ def json_schema() -> dict[str, Any]:
         _require(defs[name], ["type"])
     for cls in COMMAND_TYPES:
         body = defs[cls.__name__]
-        _require(body, list(body.get("properties", {})))
+        optional = getattr(cls, "OPTIONAL_ON_WIRE", ())  # written only when set
+        _require(body, [name for name in body.get("properties", {}) if name not in optional])
     kind = defs["QueuePolicyConfig"]["properties"]["kind"]
     kind["enum"] = list(QUEUE_POLICIES)  # the registry's policies (domain.plugins)
     defs["QueuePolicyConfig"]["properties"]["kind"] = dict(sorted(kind.items()))

@@ -1,8 +1,8 @@
 """The offline simulator: fold timed events through the core with a built-in agent (pure).
 
-Virtual time only: the built-in agent answers every Dispatch with JobStarted and every
-Preempt with JobPreempted at the same ts, finishes each job `duration_s` after it starts,
-and heartbeats for every node it has heard of (as a real agent would), so nodes are never
+Virtual time only: the built-in agent (the same model as the live agent's, domain/agent.py)
+answers every Dispatch with JobStarted and every Preempt with JobPreempted at the same ts,
+finishes each job `duration_s` after it starts, and heartbeats for every node it has heard of (as a real agent would), so nodes are never
 lost in a simulation. Time also advances to each policy timer (e.g. a balance timeout), as
 the live scheduler's Ticks would.
 """
@@ -11,28 +11,19 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from domain.agent import AgentModel
 from domain.codec import DecodeError, decode_timed
-from domain.commands import Dispatch, NodeCommand, Preempt, Rejected
+from domain.commands import Dispatch, NodeCommand, Rejected
 from domain.decider import accept, apply, close_group, initial_state
-from domain.events import Event, JobFinished, JobPreempted, JobStarted, NodeHeartbeat, Tick
+from domain.events import Event, NodeHeartbeat, Tick
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 
 MAX_ROUNDS_PER_TS = 10_000  # agent answer rounds at one ts; the core never oscillates
-
-
-@dataclass(order=True)
-class _Finish:
-    due: int
-    order: int
-    job: str = field(compare=False)
-    node: str = field(compare=False)
-    attempt: int = field(compare=False)
 
 
 class Simulator:
@@ -43,9 +34,7 @@ class Simulator:
         self.plugins = plugins
         self.seq = 0
         self.now = 0
-        self._finishes: list[_Finish] = []
-        self._finish_order = 0
-        self._durations: dict[str, float | None] = {}
+        self.agent = AgentModel()
         self._heartbeats: dict[str, NodeHeartbeat] = {}
         self.output: list[NodeCommand | Rejected] = []
 
@@ -107,7 +96,7 @@ class Simulator:
         if isinstance(event, Tick):
             self._append(ts, event)
             return
-        reason = accept(self.state, event)
+        reason = accept(self.state, event, tuple(self.plugins.queue_policies))
         if reason is not None:
             self._reject(ts, text, reason)
             return
@@ -118,8 +107,6 @@ class Simulator:
     def _append(self, ts: int, event: Event) -> None:
         self.seq += 1
         apply(self.state, event, self.seq, ts)
-        if event.type == "JobSubmitted":
-            self._durations[event.job] = event.duration_s
 
     def _reject(self, ts: int, text: str, reason: str) -> Rejected:
         rejected = Rejected(ts=ts, input=text, reason=reason)
@@ -130,8 +117,9 @@ class Simulator:
 
     def _next_moment(self) -> int | None:
         moments = []
-        if self._finishes:
-            moments.append(self._finishes[0].due)
+        due = self.agent.next_due()
+        if due is not None:
+            moments.append(due)
         if self.state.timers:
             moments.append(self.state.timers[0][0])
         return min(moments) if moments else None
@@ -146,17 +134,8 @@ class Simulator:
             self.now = moment
             start = len(self.output)
             self._keep_nodes_alive(moment)
-            while self._finishes and self._finishes[0].due <= moment:
-                finish = heapq.heappop(self._finishes)
-                self._append(
-                    moment,
-                    JobFinished(
-                        job=finish.job,
-                        node=finish.node,
-                        attempt=finish.attempt,
-                        outcome="succeeded",
-                    ),
-                )
+            for finished in self.agent.finish_due(moment):
+                self._append(moment, finished)
             if self.state.group_open is False:
                 self._append(moment, Tick())
             self._cycle_and_answer(moment)
@@ -183,37 +162,13 @@ class Simulator:
                 self._answer(ts, command)
 
     def _answer(self, ts: int, command: NodeCommand) -> None:
-        if isinstance(command, Dispatch):
-            self._append(
-                ts, JobStarted(job=command.job, node=command.node, attempt=command.attempt)
-            )
-            duration = self._durations.get(command.job)
-            if duration is not None:
-                self._finish_order += 1
-                due = ts + round(duration * 1000)
-                heapq.heappush(
-                    self._finishes,
-                    _Finish(due, self._finish_order, command.job, command.node, command.attempt),
-                )
-        elif isinstance(command, Preempt):
-            self._append(
-                ts, JobPreempted(job=command.job, node=command.node, attempt=command.attempt)
-            )
-            job = self.state.jobs.get(command.job)
-            if (
-                job is not None
-                and job.attempt == command.attempt
-                and command.node in job.placements
-            ):
-                return  # a shrink: the tasks left on that node still finish on time
-            self._finishes = [
-                f
-                for f in self._finishes
-                if not (
-                    f.job == command.job and f.node == command.node and f.attempt == command.attempt
-                )
-            ]
-            heapq.heapify(self._finishes)
+        reaction = (
+            self.agent.dispatch(command, ts)
+            if isinstance(command, Dispatch)
+            else self.agent.preempt(command)
+        )
+        if reaction.report is not None:
+            self._append(ts, reaction.report)
 
 
 def simulate_lines(

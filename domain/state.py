@@ -85,6 +85,8 @@ class State:
     elastic_placed: set[str] = field(default_factory=set)
     holders: set[str] = field(default_factory=set)  # jobs with room held for them
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
+    # Restarted agents' nodes -> the (job, attempt) pairs they run; settled by the next cycle.
+    reconcile_requests: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
 
     # -- queues -----------------------------------------------------------------------
 
@@ -177,11 +179,15 @@ class State:
         self.node_index.update(node)
         self.needs_cycle = True
 
-    def lose_tasks(self, job: Job, node_id: str) -> None:
-        """Every task of the job on a lost node is gone, placed or stopping."""
-        tasks = job.placements.pop(node_id, 0)
-        stopping = self.end_stop(job, node_id)
-        self.release(job, node_id, tasks + (stopping.tasks if stopping else 0))
+    def lose_tasks(self, job: Job, node_id: str, placed: bool, stopping: bool) -> int:
+        """The job's tasks on a node (placed, being stopped, or both) are gone, with the node
+        or with a restarted agent: frees them and returns how many there were."""
+        tasks = job.placements.pop(node_id, 0) if placed else 0
+        stop = self.end_stop(job, node_id) if stopping else None
+        lost = tasks + (stop.tasks if stop else 0)
+        if lost:
+            self.release(job, node_id, lost)
+        return lost
 
     def _charge_queues(self, job: Job, amount: Resources) -> None:
         first = True

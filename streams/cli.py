@@ -102,7 +102,10 @@ def _describe(exc: BaseException) -> str:
 
     from streams.agent import AgentError
     from streams.broker import BrokerError
+    from streams.kafka_io import TopicConfigError
 
+    if isinstance(exc, TopicConfigError):
+        return f"scheduler: {exc}"
     if isinstance(exc, BrokerError):
         return f"broker: {exc}"
     if isinstance(exc, AgentError):
@@ -147,8 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"prefix of every topic name, to run several clusters on one broker (default: ${PREFIX_ENV} or none)",
     )
 
-    _add_kafka(commands, kafka_options)
-    _add_scheduler(commands, kafka_options)
+    topic_options = _Parser(add_help=False)
+    topic_options.add_argument(
+        "--replication-factor",
+        type=_positive_int,
+        default=1,
+        help="replicas of each topic it creates (default 1, a local broker; 3 in production)",
+    )
+    topic_options.add_argument(
+        "--min-insync-replicas",
+        type=_positive_int,
+        default=1,
+        help="min.insync.replicas of each topic it creates (default 1; 2 in production)",
+    )
+    _add_kafka(commands, kafka_options, topic_options)
+    _add_scheduler(commands, kafka_options, topic_options)
     _add_agent(commands, kafka_options)
     _add_submit(commands, kafka_options)
     cancel = commands.add_parser("cancel", parents=[kafka_options], help="cancel a job")
@@ -188,7 +204,9 @@ def _register_projections(commands: Any) -> None:
         print(f"quotaflow: warning: view commands unavailable: {exc!r}", file=sys.stderr)
 
 
-def _add_kafka(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
+def _add_kafka(
+    commands: Any, kafka_options: argparse.ArgumentParser, topic_options: argparse.ArgumentParser
+) -> None:
     kafka = commands.add_parser("kafka", help="run a local single-node Kafka broker (no Docker)")
     actions = kafka.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     actions.required = True
@@ -211,7 +229,9 @@ def _add_kafka(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
     )
     status.set_defaults(handler=_kafka_status)
     create = actions.add_parser(
-        "topics", parents=[kafka_options], help="create QuotaFlow's topics (idempotent)"
+        "topics",
+        parents=[kafka_options, topic_options],
+        help="create QuotaFlow's topics with their configuration (idempotent)",
     )
     create.add_argument(
         "--command-partitions",
@@ -222,9 +242,13 @@ def _add_kafka(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
     create.set_defaults(handler=_kafka_topics)
 
 
-def _add_scheduler(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
+def _add_scheduler(
+    commands: Any, kafka_options: argparse.ArgumentParser, topic_options: argparse.ArgumentParser
+) -> None:
     scheduler = commands.add_parser(
-        "scheduler", parents=[kafka_options], help="run the scheduler (the journal's only writer)"
+        "scheduler",
+        parents=[kafka_options, topic_options],
+        help="run the scheduler (the journal's only writer)",
     )
     scheduler.add_argument("--cluster", default="default", help="cluster id: the journal's key")
     scheduler.add_argument(
@@ -261,6 +285,13 @@ def _add_agent(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
         action="store_true",
         dest="exec_jobs",
         help='run each job\'s labels["command"] as a process; its exit code decides the outcome',
+    )
+    agent.add_argument(
+        "--state-dir",
+        type=Path,
+        help="where the agent keeps its per-node state file and lock (default: "
+        "$QUOTAFLOW_STATE_DIR, else $XDG_STATE_HOME/quotaflow/agents, else "
+        "~/.local/state/quotaflow/agents)",
     )
     agent.set_defaults(handler=_agent)
 
@@ -413,7 +444,8 @@ def _root() -> Path:
 
 
 def _kafka_start(args: argparse.Namespace) -> int:
-    from streams.broker import create_topics, ensure_broker, read_state
+    from streams.broker import ensure_broker, read_state
+    from streams.kafka_io import Topics, ensure_topics
 
     root = _root()
     before = read_state(root)
@@ -426,8 +458,7 @@ def _kafka_start(args: argparse.Namespace) -> int:
             f"quotaflow: broker started (pid {handle.pid}, log {handle.log_path})", file=sys.stderr
         )
     if not args.no_topics:
-        names = {topic_name(args.topic_prefix, name): 1 for name in topics.TOPICS}
-        asyncio.run(create_topics(handle.bootstrap, names))
+        asyncio.run(ensure_topics(handle.bootstrap, Topics.for_prefix(args.topic_prefix)))
     print(handle.bootstrap, flush=True)
     return 0
 
@@ -456,15 +487,36 @@ def _kafka_status(args: argparse.Namespace) -> int:
 
 
 def _kafka_topics(args: argparse.Namespace) -> int:
-    from streams.broker import create_topics
+    from streams.kafka_io import Topics, ensure_topics
 
     bootstrap = resolve_bootstrap(args.bootstrap)
-    names = {topic_name(args.topic_prefix, name): 1 for name in topics.TOPICS}
-    names[topic_name(args.topic_prefix, topics.COMMANDS)] = args.command_partitions
-    asyncio.run(create_topics(bootstrap, names))
-    for name, partitions in names.items():
-        print(f"{name} ({partitions} partition{'s' if partitions > 1 else ''})")
+    settings = _topic_settings(args, command_partitions=args.command_partitions)
+    names = Topics.for_prefix(args.topic_prefix)
+    asyncio.run(ensure_topics(bootstrap, names, settings))
+    for logical in topics.TOPICS:
+        partitions = settings.partitions(logical)
+        config = settings.config(logical)
+        print(
+            f"{names.name(logical)} ({partitions} partition{'s' if partitions > 1 else ''}; "
+            f"cleanup.policy={config['cleanup.policy']}, retention.ms={config['retention.ms']})"
+        )
     return 0
+
+
+def _topic_settings(args: argparse.Namespace, command_partitions: int = 1) -> Any:
+    from streams.kafka_io import TopicSettings
+
+    if args.min_insync_replicas > args.replication_factor:
+        raise CliError(
+            f"--min-insync-replicas {args.min_insync_replicas} exceeds --replication-factor "
+            f"{args.replication_factor}: no write could ever succeed",
+            EXIT_USAGE,
+        )
+    return TopicSettings(
+        replication_factor=args.replication_factor,
+        min_insync_replicas=args.min_insync_replicas,
+        command_partitions=command_partitions,
+    )
 
 
 # --- long-running processes -------------------------------------------------------------
@@ -495,10 +547,15 @@ def _scheduler(args: argparse.Namespace) -> int:
     )
     if args.log_level == "DEBUG":  # the Kafka client's retries and reconnects, when asked for
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    settings = _topic_settings(args)
     print(f"scheduler: cluster {args.cluster} on {bootstrap}", flush=True)
     return _run_until_signalled(
         lambda stop: run_scheduler(
-            bootstrap, cluster=args.cluster, topic_prefix=args.topic_prefix, stop=stop
+            bootstrap,
+            cluster=args.cluster,
+            topic_prefix=args.topic_prefix,
+            stop=stop,
+            topic_settings=settings,
         )
     )
 
@@ -522,6 +579,7 @@ def _agent(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat_s,
         exec_jobs=args.exec_jobs,
         topic_prefix=args.topic_prefix,
+        state_dir=args.state_dir,
     )
     try:
         config.heartbeat()  # a bad node id or label is reported before connecting

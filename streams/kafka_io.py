@@ -20,7 +20,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from streams import topics as names
 
 __all__ = [
+    "TOPIC_CONFIGS",
+    "TopicConfigError",
+    "TopicSettings",
     "Topics",
+    "check_retention",
     "dumps",
     "ensure_topics",
     "idempotent_producer",
@@ -36,7 +40,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Topics:
-    """The six QuotaFlow topic names under one prefix."""
+    """The QuotaFlow topic names under one prefix."""
 
     prefix: str = ""
 
@@ -79,6 +83,10 @@ class Topics:
         return self.name(names.REJECTED)
 
     @property
+    def snapshots(self) -> str:
+        return self.name(names.SNAPSHOTS)
+
+    @property
     def ingress(self) -> tuple[str, ...]:
         return tuple(self.name(topic) for topic in names.INGRESS)
 
@@ -100,11 +108,134 @@ def loads(raw: bytes | str) -> Any:
     return orjson.loads(raw)
 
 
-async def ensure_topics(bootstrap: str, topics: Topics, partitions: int = 1) -> None:
-    """Creates the prefixed QuotaFlow topics unless they exist (idempotent)."""
-    from streams.broker import create_topics
+# -- topic configuration (docs/kafka.md, "Topic configuration") -------------------------------
 
-    await create_topics(bootstrap, dict.fromkeys(topics.all, partitions))
+DAY_MS = 24 * 3600 * 1000
+UNLIMITED = {"retention.ms": "-1", "retention.bytes": "-1"}
+# Per contract topic: what Kafka may delete. The journal is the source of truth and the
+# audit compares the commands it explains, so neither may lose a record; the newest snapshot
+# per key must stay; ingress is needed only until the scheduler has sequenced it, and
+# rejections only until someone has looked.
+TOPIC_CONFIGS: dict[str, dict[str, str]] = {
+    names.JOBS: {"cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
+    names.NODES: {"cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
+    names.ADMIN: {"cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
+    names.JOURNAL: {"cleanup.policy": "delete", **UNLIMITED},
+    names.COMMANDS: {"cleanup.policy": "delete", **UNLIMITED},
+    names.REJECTED: {"cleanup.policy": "delete", "retention.ms": str(30 * DAY_MS)},
+    names.SNAPSHOTS: {"cleanup.policy": "compact", **UNLIMITED},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """How topics are created: 1 and 1 for a local single broker; 3 and 2 in production."""
+
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    command_partitions: int = 1  # agents read only the partition their node id hashes to
+
+    def partitions(self, logical: str) -> int:
+        return self.command_partitions if logical == names.COMMANDS else 1
+
+    def config(self, logical: str) -> dict[str, str]:
+        return {**TOPIC_CONFIGS[logical], "min.insync.replicas": str(self.min_insync_replicas)}
+
+
+async def ensure_topics(
+    bootstrap: str, topics: Topics, settings: TopicSettings | None = None
+) -> None:
+    """Creates the prefixed QuotaFlow topics, with their configuration, unless they exist
+    (idempotent: an existing topic is left as it is; the scheduler checks what it needs)."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    settings = settings or TopicSettings()
+    wanted = [
+        NewTopic(
+            topics.name(logical),
+            settings.partitions(logical),
+            settings.replication_factor,
+            topic_configs=settings.config(logical),
+        )
+        for logical in names.TOPICS
+    ]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    await admin.start()
+    try:
+        response = await admin.create_topics(wanted)
+        # aiokafka reports per-topic errors in the response instead of raising them.
+        failures = [
+            f"{entry[0]}: error {entry[1]} {entry[2] if len(entry) > 2 else ''}".rstrip()
+            for entry in response.topic_errors
+            if entry[1] not in (0, 36)  # no error, TOPIC_ALREADY_EXISTS
+        ]
+        if failures:
+            raise RuntimeError("could not create topics: " + "; ".join(failures))
+    finally:
+        await admin.close()
+    await partitions_of(bootstrap, [topic.name for topic in wanted])  # waits for metadata
+
+
+class TopicConfigError(RuntimeError):
+    """A topic is configured so that Kafka may delete records the scheduler still needs."""
+
+
+async def topic_configs(bootstrap: str, topic_names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """The effective configuration of each existing topic (missing topics are left out)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    wanted = list(topic_names)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        responses = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name) for name in wanted]
+        )
+    finally:
+        await admin.close()
+    found: dict[str, dict[str, str]] = {}
+    for response in responses:
+        for error_code, _message, _type, name, entries in response.resources:
+            if error_code == 0:
+                found[name] = {entry[0]: entry[1] for entry in entries}
+    return found
+
+
+def retention_problems(
+    journal: dict[str, str] | None, snapshots: dict[str, str] | None
+) -> list[str]:
+    """What lets Kafka delete records the scheduler needs, one phrase each (empty: none)."""
+    problems = []
+    if journal is None:
+        problems.append("the journal topic does not exist")
+    else:
+        if journal.get("cleanup.policy") != "delete":
+            problems.append(
+                f"journal cleanup.policy is {journal.get('cleanup.policy')} (compaction would "
+                "keep only the last record per cluster id); it must be delete"
+            )
+        for key in ("retention.ms", "retention.bytes"):
+            if journal.get(key) != "-1":
+                problems.append(f"journal {key} is {journal.get(key)}; it must be -1")
+    if snapshots is not None and snapshots.get("cleanup.policy") != "compact":
+        problems.append(
+            f"snapshots cleanup.policy is {snapshots.get('cleanup.policy')}; it must be compact"
+        )
+    return problems
+
+
+async def check_retention(bootstrap: str, topics: Topics) -> None:
+    """Raises TopicConfigError (one line, with the fix) if Kafka may delete journal records."""
+    found = await topic_configs(bootstrap, [topics.journal, topics.snapshots])
+    problems = retention_problems(found.get(topics.journal), found.get(topics.snapshots))
+    if problems:
+        raise TopicConfigError(
+            f"refusing to run: Kafka may delete records the scheduler needs: "
+            f"{'; '.join(problems)} (fix with kafka-configs.sh --alter --entity-type topics "
+            f"--entity-name {topics.journal} --add-config "
+            "cleanup.policy=delete,retention.ms=-1,retention.bytes=-1; see docs/kafka.md)"
+        )
 
 
 def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:

@@ -31,6 +31,8 @@ from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.kafka_io import (
     Topics,
+    TopicSettings,
+    check_retention,
     dumps,
     ensure_topics,
     now_ms,
@@ -109,6 +111,7 @@ class Scheduler:
         clock: Callable[[], int] = now_ms,
         max_batch: int = MAX_BATCH,
         create_topics: bool = True,
+        topic_settings: TopicSettings | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.cluster = cluster
@@ -120,6 +123,7 @@ class Scheduler:
         self.clock = clock
         self.max_batch = max_batch
         self.create_topics = create_topics
+        self.topic_settings = topic_settings or TopicSettings()
         self.state: State = initial_state()
         self.committed_seq = 0  # the last seq known committed: a rebuild must reach it
         self._key = cluster.encode()
@@ -133,7 +137,9 @@ class Scheduler:
     async def start(self) -> None:
         """Takes over the transactional id (fencing any older instance), rebuilds, seeks."""
         if self.create_topics:
-            await ensure_topics(self.bootstrap, self.topics)
+            await ensure_topics(self.bootstrap, self.topics, self.topic_settings)
+        # Refuse to run on a journal Kafka may delete: a restart would rebuild from a part.
+        await check_retention(self.bootstrap, self.topics)
         # init_transactions first: it aborts a dead predecessor's open transaction and waits
         # for its commit markers, so the journal and offsets read next are final.
         self._producer = transactional_producer(self.bootstrap, self.transactional_id)
@@ -462,9 +468,10 @@ async def run_scheduler(
     cluster: str = "default",
     topic_prefix: str = "",
     stop: asyncio.Event | None = None,
+    topic_settings: TopicSettings | None = None,
 ) -> None:
     """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance."""
-    await Scheduler(bootstrap, cluster, topic_prefix).run(stop)
+    await Scheduler(bootstrap, cluster, topic_prefix, topic_settings=topic_settings).run(stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,9 +8,10 @@ ADMIN = "quotaflow.admin"
 JOURNAL = "quotaflow.journal"
 COMMANDS = "quotaflow.commands"
 REJECTED = "quotaflow.rejected"
+SNAPSHOTS = "quotaflow.snapshots"  # the scheduler's state at a journal seq (compacted)
 
 # Topics written by clients, agents and operators and read by the scheduler.
 INGRESS: tuple[str, ...] = (JOBS, NODES, ADMIN)
 
 # Every topic QuotaFlow creates, in a stable order.
-TOPICS: tuple[str, ...] = (JOBS, NODES, ADMIN, JOURNAL, COMMANDS, REJECTED)
+TOPICS: tuple[str, ...] = (JOBS, NODES, ADMIN, JOURNAL, COMMANDS, REJECTED, SNAPSHOTS)

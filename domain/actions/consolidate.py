@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from domain.commands import Dispatch, NodeCommand
 from domain.cycle.framework import Cycle, Outcome
 from domain.cycle.victims import Room
+from domain.nodes import dispatch_details
 from domain.placement import PLACEMENTS, Plan, find_placement
 from domain.quota_checks import admission_breach
 from domain.resources import ZERO, Resources
@@ -203,6 +204,7 @@ def carry_out(cycle: Cycle, job: Job, moves: list[Move], plan: Plan) -> None:
                     seq=cycle.seq,
                     ts=cycle.ts,
                     reason="consolidation",
+                    **dispatch_details(cycle.state, moved, node_id),
                 )
             )
         statement.set(job, "awaiting", job.awaiting | {moved.id})

@@ -15,6 +15,7 @@ from domain.cycle.fitting import Fitter
 from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
 from domain.cycle.statement import Statement
 from domain.cycle.victims import VictimSearch
+from domain.nodes import dispatch_details
 from domain.placement import PlacementStrategy, Plan
 from domain.quota_checks import within_quota
 from domain.reasons import Reason
@@ -164,6 +165,7 @@ class Session:
                 seq=self._seq,
                 ts=self._ts,
                 reason=why,
+                **dispatch_details(self._state, job, node_id),
             )
             for node_id in sorted(plan)
         )

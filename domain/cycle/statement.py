@@ -124,10 +124,12 @@ class Statement:
         self._state.release(job, node_id, tasks)
         self._freed()
 
-    def lose_tasks(self, job: Job, node_id: str) -> None:
+    def lose_tasks(self, job: Job, node_id: str, placed: bool, stopping: bool) -> int:
         self._final()
-        self._state.lose_tasks(job, node_id)
-        self._freed()
+        lost = self._state.lose_tasks(job, node_id, placed, stopping)
+        if lost:
+            self._freed()
+        return lost
 
     def after_tasks_gone(self, job: Job) -> None:
         self._final()

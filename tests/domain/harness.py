@@ -91,11 +91,13 @@ class Cluster:
         self.commands += emitted
         return emitted
 
-    def given(self, ts: int, *events: Event) -> None:
-        """History: the events are folded and their cycle runs; what it emitted is in
-        `commands`, but `last` (what `then` looks at) is left to `when`."""
-        self.at(ts, *events)
+    def given(self, ts: int, *events: Event) -> list[NodeCommand]:
+        """History: the events are folded and their cycle runs; what it emitted is returned
+        (for setting up what follows) and kept in `commands`, but `last`, what the checks
+        look at, is left to `when`."""
+        emitted = self.at(ts, *events)
         self.last = []
+        return emitted
 
     def when(self, ts: int, *events: Event) -> list[NodeCommand]:
         """The group under test: its commands are `last`."""

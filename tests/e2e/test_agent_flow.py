@@ -130,8 +130,12 @@ class Cluster:
 
 @pytest.fixture
 def cluster(
-    kafka_bootstrap: str, tmp_path: Path, request: pytest.FixtureRequest
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
+    monkeypatch.setenv("QUOTAFLOW_STATE_DIR", str(tmp_path / "agent-state"))
     prefix = f"e2e-{uuid.uuid4().hex[:8]}."
     cluster = Cluster(kafka_bootstrap, prefix, tmp_path, {})
     partitions = getattr(request, "param", 1)
@@ -210,7 +214,13 @@ def test_agent_runs_dispatched_jobs_and_the_topics_hold_the_contract(
         "gang": ("n1", 3, 1, "quota"),
         "long": ("n1", 1, 1, "quota"),
     }
-    assert all(set(c) == DISPATCH_FIELDS for c in dispatches)
+    assert all(set(c) == DISPATCH_FIELDS | {"duration_s", "incarnation"} for c in dispatches)
+    assert {c["job"]: c["duration_s"] for c in dispatches} == {
+        "short": 1.0,
+        "gang": 1.0,
+        "long": 3600.0,
+    }  # the agent runs a job from its Dispatch alone: it never reads the journal
+    assert {c["incarnation"] for c in dispatches} == {1}
     by_seq = {record["seq"]: record for record in journal}
     for command in commands:
         # seq names the journal record whose group caused the command; ts is that record's.

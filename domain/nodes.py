@@ -1,0 +1,73 @@
+"""Node agents as the core sees them: who holds a node, restarts, what a Dispatch carries (pure).
+
+An agent may name itself in its heartbeats: a stable `instance` id and an `incarnation` that
+grows with each of its starts. The core then
+- refuses a heartbeat from another instance (or from no instance) while the node's holder is
+  live, and one from an older incarnation of the holder (a stale process still sending);
+- on a restart (a new incarnation, or a new instance taking over a node not yet lost) that
+  reports what it `running`, asks the next cycle to treat every job placed on the node but
+  not reported as lost on it (requeued with a new attempt, keeping its place);
+- stamps each Dispatch with the node's incarnation, so an agent ignores a Dispatch addressed
+  to an earlier start of itself: the core has already requeued that job (see docs/cli.md).
+Heartbeats without these fields behave exactly as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.events import NodeHeartbeat
+from domain.state import Job, Node, State
+
+
+def heartbeat_refusal(state: State, event: NodeHeartbeat) -> str | None:
+    """Why this heartbeat may not speak for its node, or None when it may."""
+    node = state.nodes.get(event.node)
+    if node is None or node.lost or node.instance is None:
+        # A new node, one already lost, or one held by an agent that names no instance (an
+        # agent from before instances, replaced by one that names itself): anyone may take it.
+        return None
+    frees = (
+        f"the node frees {state.cluster.heartbeat_timeout_s}s after the holder's last "
+        f"heartbeat (ts {node.last_heartbeat_ts})"
+    )
+    if event.instance != node.instance:
+        sender = "names no instance" if event.instance is None else f"is from {event.instance}"
+        return (
+            f"node {event.node!r} is held by agent instance {node.instance} (incarnation "
+            f"{node.incarnation}); this heartbeat {sender}: stop the other agent, or start this "
+            f"one with another --node name; {frees}"
+        )
+    if event.incarnation is not None and event.incarnation < node.incarnation:
+        return (
+            f"node {event.node!r}: incarnation {event.incarnation} of agent instance "
+            f"{node.instance} is older than its current incarnation {node.incarnation}: an "
+            "earlier start of this agent is still running; stop it"
+        )
+    return None
+
+
+def note_holder(state: State, node: Node, event: NodeHeartbeat) -> None:
+    """Records which agent holds the node; a restart that says what it runs asks for a
+    reconciliation in the next cycle (only then: a normal heartbeat never loses a job that
+    was dispatched after the agent last looked)."""
+    incarnation = event.incarnation or 0
+    restarted = event.instance != node.instance or incarnation != node.incarnation
+    if restarted and event.running is not None and node.jobs and not node.lost:
+        state.reconcile_requests[node.id] = frozenset(
+            (running.job, running.attempt) for running in event.running
+        )
+        state.needs_cycle = True
+    node.instance = event.instance
+    node.incarnation = incarnation
+
+
+def dispatch_details(state: State, job: Job, node_id: str) -> dict[str, Any]:
+    """What a Dispatch of `job` to a node carries besides placement: enough to run it."""
+    spec = job.spec
+    return {
+        "duration_s": spec.duration_s,
+        "labels": spec.labels,
+        "user": spec.user,
+        "incarnation": state.nodes[node_id].incarnation or None,
+    }
