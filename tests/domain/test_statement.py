@@ -169,3 +169,30 @@ def test_what_is_never_tentative_refuses_to_run_inside_a_checkpoint() -> None:
         session.statement.lose_node("n0")
     with pytest.raises(RuntimeError, match="checkpoint still open"):
         session.commit()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 4), min_size=2, max_size=10),
+    nodes=st.integers(2, 4),
+    gpu=st.integers(2, 8),
+)
+def test_planning_consolidation_moves_leaves_state_exactly_as_it_found_it(
+    sizes: list[int], nodes: int, gpu: int
+) -> None:
+    """Consolidation tries moves in nested checkpoints and rolls every one back before it
+    decides anything: planning alone changes nothing."""
+    from domain.actions.consolidate import plan_moves
+
+    cluster = Cluster(Plugins(preemption_rules=[], resolvers=[]))
+    cluster.given(0, queue("a", gpu_quota=32), *[node(f"n{i}", gpu=8) for i in range(nodes)])
+    for index, size in enumerate(sizes):
+        cluster.given(1 + index, job(f"r{index}", "a", gpu=size))
+    apply(cluster.state, job("big", "a", gpu=gpu), cluster.seq + 1, 100)
+    fairshare.recompute(cluster.state)
+    before = copy.deepcopy(cluster.state)
+    session = Session(cluster.state, Plugins(), cluster.seq + 1, 100)
+    found = plan_moves(session, cluster.state.jobs["big"], 1)
+    event("moves found" if found else "no moves")
+    assert canonical(cluster.state) == canonical(before)
+    assert session.commit() == []
