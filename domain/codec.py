@@ -24,6 +24,14 @@ from domain.events import (
     QueueDeleted,
     Strict,
 )
+from domain.limits import (
+    ECHO_CHARS_MAX,
+    INPUT_BYTES_MAX,
+    LINE_BYTES_MAX,
+    REASON_ERRORS_MAX,
+    TS_MAX,
+    clip,
+)
 from domain.plugins import validation_context
 
 # Which event types each ingress topic accepts, so ACLs on topics mean something.
@@ -53,17 +61,34 @@ class DecodeError(ValueError):
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    """One line naming each bad field and what is wrong with it."""
+    """One line naming each bad field and what is wrong with it (a few fields, each clipped).
+
+    Field names can be input too (an unknown field, a label key), so every part is clipped.
+    """
     parts = []
-    for item in error.errors(include_url=False):
-        location = ".".join(str(part) for part in item["loc"]) or "(object)"
+    items = error.errors(include_url=False)
+    for item in items[:REASON_ERRORS_MAX]:
+        location = ".".join(clip(str(part)) for part in item["loc"]) or "(object)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown field (unknown fields are refused)"
         elif message.startswith("Value error, "):
             message = message[len("Value error, ") :]
-        parts.append(f"{location}: {message}")
+        parts.append(f"{location}: {clip(message, 2 * ECHO_CHARS_MAX)}")
+    if len(items) > REASON_ERRORS_MAX:
+        parts.append(f"and {len(items) - REASON_ERRORS_MAX} more")
     return "; ".join(parts)
+
+
+def _size(raw: bytes | str) -> int:
+    return len(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
+
+
+def check_size(raw: bytes | str, limit: int, what: str) -> None:
+    """Refuses input over `limit` bytes before it is parsed at all."""
+    size = _size(raw)
+    if size > limit:
+        raise DecodeError(f"{what}: {size} bytes, over the limit of {limit} bytes")
 
 
 def _load_object(raw: bytes | str) -> dict[str, Any]:
@@ -83,7 +108,7 @@ def _validate(data: dict[str, Any], allowed: tuple[type[Strict], ...] | None) ->
     cls = EVENT_TYPES.get(kind)
     if cls is None:
         known = ", ".join(sorted(EVENT_TYPES))
-        raise DecodeError(f"type: unknown event type {kind!r} (known: {known})")
+        raise DecodeError(f"type: unknown event type {clip(kind)!r} (known: {known})")
     if allowed is not None and cls not in allowed:
         names = ", ".join(c.__name__ for c in allowed)
         raise DecodeError(f"type: {kind} is not accepted on this topic (accepted: {names})")
@@ -96,6 +121,7 @@ def _validate(data: dict[str, Any], allowed: tuple[type[Strict], ...] | None) ->
 
 def decode_ingress(topic: str, raw: bytes | str) -> Event:
     """Decodes a producer's or agent's event from an ingress topic; raises DecodeError."""
+    check_size(raw, INPUT_BYTES_MAX, "input")
     data = _load_object(raw)
     for stamped in ("seq", "ts"):
         if stamped in data:
@@ -108,11 +134,16 @@ def decode_ingress(topic: str, raw: bytes | str) -> Event:
 
 def decode_timed(raw: bytes | str) -> tuple[int, Event]:
     """Decodes one simulation line: an event or Tick with its `ts` (`seq` optional and ignored)."""
+    if _size(raw) > LINE_BYTES_MAX:
+        # A reader may hand over only a long line's first bytes, so no exact size is claimed.
+        raise DecodeError(f"line: more than {LINE_BYTES_MAX} bytes, over the limit for one line")
     data = _load_object(raw)
     ts = data.pop("ts", None)
     data.pop("seq", None)
     if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
         raise DecodeError("ts: required, integer milliseconds since the Unix epoch")
+    if ts > TS_MAX:
+        raise DecodeError(f"ts: {ts} is over the limit {TS_MAX} (9999-12-31T23:59:59.999Z)")
     try:
         return ts, _validate(data, None)
     except DecodeError as exc:

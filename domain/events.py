@@ -16,14 +16,31 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from domain import limits
 from domain.resources import ResourceError, Resources, gpu_to_milli
 
-QueueId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+# Lengths are checked before patterns, so a huge id is refused by its length alone.
+QueueId = Annotated[
+    str,
+    StringConstraints(max_length=limits.QUEUE_ID_CHARS_MAX, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$"),
+]
 # Job and node ids are chosen by users and agents; allow what Kubernetes names and UUIDs use.
-JobId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,252}$")]
-NodeId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,252}$")]
+_ID = StringConstraints(
+    max_length=limits.ID_CHARS_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,252}$"
+)
+JobId = Annotated[str, _ID]
+NodeId = Annotated[str, _ID]
 Priority = Annotated[int, Field(ge=1, le=9)]
-Labels = dict[Annotated[str, StringConstraints(min_length=1, max_length=253)], str]
+Labels = Annotated[
+    dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=limits.ID_CHARS_MAX)],
+        Annotated[str, StringConstraints(max_length=limits.LABEL_VALUE_CHARS_MAX)],
+    ],
+    Field(max_length=limits.LABELS_MAX),
+]
+Module = Annotated[str, StringConstraints(min_length=1, max_length=limits.MODULE_CHARS_MAX)]
+Modules = Annotated[list[Module], Field(max_length=limits.MODULES_MAX)]
+Seconds = Annotated[int, Field(ge=0, le=limits.DURATION_S_MAX)]
 
 
 class Strict(BaseModel):
@@ -35,9 +52,9 @@ class Strict(BaseModel):
 class ResourcesIn(Strict):
     """Resource amounts as they travel: gpu in devices (thousandths allowed), cpu millicores, memory MB."""
 
-    gpu: Annotated[float, Field(ge=0)] = 0
-    cpu: Annotated[int, Field(ge=0)] = 0
-    memory: Annotated[int, Field(ge=0)] = 0
+    gpu: Annotated[float, Field(ge=0, le=limits.GPU_MAX, allow_inf_nan=False)] = 0
+    cpu: Annotated[int, Field(ge=0, le=limits.CPU_MAX)] = 0
+    memory: Annotated[int, Field(ge=0, le=limits.MEMORY_MAX)] = 0
 
     @field_validator("gpu")
     @classmethod
@@ -55,9 +72,13 @@ class ResourcesIn(Strict):
 class QueueResource(Strict):
     """One resource of a queue: deserved quota, hard limit and over-quota weight (KAI semantics)."""
 
-    quota: Annotated[float, Field(ge=-1)] = 0
-    limit: Annotated[float, Field(ge=-1)] = 0
-    over_quota_weight: Annotated[float, Field(ge=0)] | None = None
+    # Per-resource ceilings (limits.QUEUE_AMOUNT_MAX) are checked by QueueConfigured, which
+    # knows the resource's name.
+    quota: Annotated[float, Field(ge=-1, allow_inf_nan=False)] = 0
+    limit: Annotated[float, Field(ge=-1, allow_inf_nan=False)] = 0
+    over_quota_weight: (
+        Annotated[float, Field(ge=0, le=limits.OVER_QUOTA_WEIGHT_MAX, allow_inf_nan=False)] | None
+    ) = None
 
     @field_validator("quota", "limit")
     @classmethod
@@ -89,7 +110,7 @@ class SelfLevelRule(Strict):
 
     high_priority: PriorityRange
     low_priority: PriorityRange
-    modules: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]]
+    modules: Modules
 
     @model_validator(mode="after")
     def _low_below_high(self) -> SelfLevelRule:
@@ -107,7 +128,7 @@ class ChildLevelRule(Strict):
     """PAI child-level preemption: the parent's own jobs may preempt matching jobs below it."""
 
     priority: PriorityRange
-    modules: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]]
+    modules: Modules
 
     @model_validator(mode="after")
     def _ordered(self) -> ChildLevelRule:
@@ -132,8 +153,8 @@ POLICY_KINDS = "policy_kinds"
 
 class QueuePolicyConfig(Strict):
     kind: PolicyKind = "fifo"
-    balance_timeout_s: Annotated[int, Field(ge=0)] = 300
-    aging_interval_s: Annotated[int, Field(ge=1)] = 600
+    balance_timeout_s: Seconds = 300
+    aging_interval_s: Annotated[int, Field(ge=1, le=limits.DURATION_S_MAX)] = 600
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -155,13 +176,21 @@ class QueueConfigured(Strict):
     type: Literal["QueueConfigured"] = "QueueConfigured"
     queue: QueueId
     parent: QueueId | None = None
-    priority: int = 0
+    priority: Annotated[int, Field(ge=-limits.QUEUE_PRIORITY_MAX, le=limits.QUEUE_PRIORITY_MAX)] = 0
     resources: dict[ResourceName, QueueResource] = Field(default_factory=dict)
     policy: QueuePolicyConfig = Field(default_factory=QueuePolicyConfig)
     preemption: PreemptionRules = Field(default_factory=PreemptionRules)
 
     @model_validator(mode="after")
     def _gpu_amounts_exact(self) -> QueueConfigured:
+        for resource, amounts in self.resources.items():
+            ceiling = limits.QUEUE_AMOUNT_MAX[resource]
+            for field in ("quota", "limit"):
+                if getattr(amounts, field) > ceiling:
+                    raise ValueError(
+                        f"resources.{resource}.{field}: must be at most {ceiling} "
+                        f"(limit for a queue's {resource})"
+                    )
         gpu = self.resources.get("gpu")
         if gpu is not None:
             for name in ("quota", "limit"):
@@ -189,10 +218,10 @@ class QueueDeleted(Strict):
 
 class ClusterConfigured(Strict):
     type: Literal["ClusterConfigured"] = "ClusterConfigured"
-    heartbeat_timeout_s: Annotated[int, Field(ge=1)] = 30
+    heartbeat_timeout_s: Annotated[int, Field(ge=1, le=limits.DURATION_S_MAX)] = 30
     placement: Literal["binpack", "spread"] = "binpack"
     consolidation: bool = True
-    tick_ms: Annotated[int, Field(ge=1)] = 1000
+    tick_ms: Annotated[int, Field(ge=limits.TICK_MS_MIN, le=limits.TICK_MS_MAX)] = 1000
 
 
 class JobSubmitted(Strict):
@@ -200,16 +229,18 @@ class JobSubmitted(Strict):
     job: JobId
     queue: QueueId
     priority: Priority = 5
-    module: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "DLC"
+    module: Module = "DLC"
     interactive: bool = False
     preemptible: bool | None = None
-    tasks: Annotated[int, Field(ge=1, le=100_000)] = 1
+    tasks: Annotated[int, Field(ge=1, le=limits.TASKS_MAX)] = 1
     resources: ResourcesIn = Field(default_factory=ResourcesIn)
-    min_tasks: Annotated[int, Field(ge=1)] | None = None
+    min_tasks: Annotated[int, Field(ge=1, le=limits.TASKS_MAX)] | None = None
     node_selector: Labels | None = None
     labels: Labels | None = None
-    user: Annotated[str, StringConstraints(max_length=253)] | None = None
-    duration_s: Annotated[float, Field(ge=0)] | None = None
+    user: Annotated[str, StringConstraints(max_length=limits.USER_CHARS_MAX)] | None = None
+    duration_s: (
+        Annotated[float, Field(ge=0, le=limits.DURATION_S_MAX, allow_inf_nan=False)] | None
+    ) = None
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSubmitted:
@@ -235,7 +266,7 @@ class JobCancelled(Strict):
     job: JobId
 
 
-Attempt = Annotated[int, Field(ge=1)]
+Attempt = Annotated[int, Field(ge=1, le=limits.ATTEMPT_MAX)]
 AgentInstance = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
 
 

@@ -20,6 +20,7 @@ from domain.codec import DecodeError, decode_timed
 from domain.commands import Dispatch, NodeCommand, Rejected
 from domain.decider import accept, apply, close_group, initial_state
 from domain.events import Event, NodeHeartbeat, Tick
+from domain.limits import REASON_CHARS_MAX, REJECTED_INPUT_CHARS_MAX, clip
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 
@@ -37,6 +38,7 @@ class Simulator:
         self.agent = AgentModel()
         self._heartbeats: dict[str, NodeHeartbeat] = {}
         self.output: list[NodeCommand | Rejected] = []
+        self.accepted = 0  # input lines folded; every other non-blank line was rejected
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -95,6 +97,7 @@ class Simulator:
     def _fold_input(self, ts: int, text: str, event: Event) -> None:
         if isinstance(event, Tick):
             self._append(ts, event)
+            self.accepted += 1
             return
         reason = accept(self.state, event, tuple(self.plugins.queue_policies))
         if reason is not None:
@@ -103,13 +106,20 @@ class Simulator:
         if isinstance(event, NodeHeartbeat):
             self._heartbeats[event.node] = event
         self._append(ts, event)
+        self.accepted += 1
 
     def _append(self, ts: int, event: Event) -> None:
         self.seq += 1
         apply(self.state, event, self.seq, ts)
 
     def _reject(self, ts: int, text: str, reason: str) -> Rejected:
-        rejected = Rejected(ts=ts, input=text, reason=reason)
+        # Bounded echoes: a refused line of any size prints as one short line.
+        rejected = Rejected(
+            ts=ts,
+            # Not counted: a reader may have handed over only the first bytes of a long line.
+            input=clip(text, REJECTED_INPUT_CHARS_MAX, counted=False),
+            reason=clip(reason, REASON_CHARS_MAX),
+        )
         self.output.append(rejected)
         return rejected
 

@@ -840,7 +840,18 @@ def _cluster_configure(args: argparse.Namespace) -> int:
 # --- offline ------------------------------------------------------------------------------
 
 
+def _bounded_lines(source: IO[bytes], limit: int) -> Iterator[bytes]:
+    """Each line, but at most its first `limit` + 1 bytes: a longer line (refused anyway) is
+    read on and dropped, so one huge line cannot take the memory of the process."""
+    while line := source.readline(limit + 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := source.readline(1 << 16)) and not rest.endswith(b"\n"):
+                pass
+        yield line
+
+
 def _simulate(args: argparse.Namespace) -> int:
+    from domain.limits import LINE_BYTES_MAX
     from domain.simulation import simulate_lines
 
     source: IO[bytes]
@@ -857,7 +868,7 @@ def _simulate(args: argparse.Namespace) -> int:
             ) from None
     out = sys.stdout.buffer
     try:
-        for line in simulate_lines(source):
+        for line in simulate_lines(_bounded_lines(source, LINE_BYTES_MAX)):
             out.write(line + b"\n")
         out.flush()
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import logging
 import signal
 import sys
@@ -23,23 +24,31 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import ProducerFenced
 from aiokafka.structs import OffsetAndMetadata
 
-from domain.codec import DecodeError, decode_ingress, decode_journal, encode_command, encode_journal
-from domain.commands import Rejected
+from domain.codec import DecodeError, decode_ingress, decode_journal, encode_journal
+from domain.commands import NodeCommand
 from domain.decider import accept, apply, close_group, fold, initial_state
 from domain.events import Event, JournalRecord, Tick
+from domain.limits import REASON_CHARS_MAX, clip
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.kafka_io import (
     Topics,
     TopicSettings,
     check_retention,
-    dumps,
     ensure_topics,
     now_ms,
     partitions_of,
     read_committed_consumer,
     read_to_end,
     transactional_producer,
+)
+from streams.records import (
+    PRODUCER_STATE_ERRORS,
+    RECORD_REFUSALS,
+    command_bytes,
+    describe,
+    journal_bytes,
+    rejection_bytes,
 )
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
@@ -50,6 +59,9 @@ MAX_BATCH = 500  # inputs per transaction: bounds how much one abort throws away
 REBUILD_TIMEOUT_S = 60
 
 InputKey = tuple[str, int, int]  # topic, partition, offset
+
+# A poisoned input whose rejection could not be written either: its offset commits, nothing else.
+_SKIP = "\x00skip"
 
 
 class SchedulerFenced(Exception):
@@ -68,9 +80,17 @@ class _CoreFailure(Exception):
 class _CycleFailure(Exception):
     """The core raised while running a cycle: no single input is known to be at fault."""
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: BaseException, reason: str | None = None) -> None:
         super().__init__(repr(error))
         self.error = error
+        self.reason = reason or f"internal error: {clip(repr(error))}"
+
+
+class _Unwritable(_CycleFailure):
+    """Something the batch produced cannot be written (encoding, size, Kafka refused it).
+
+    Like a failing cycle it is isolated input by input; the input it follows is rejected.
+    """
 
 
 @dataclass(slots=True)
@@ -268,21 +288,25 @@ class Scheduler:
                 outcome = await self._transact(batch, poisoned)
             except _CoreFailure as failure:
                 log.exception("internal error applying %s; rejecting it", _where_key(failure.key))
-                poisoned[failure.key] = f"internal error: {failure.error!r}"
+                poisoned[failure.key] = f"internal error: {clip(repr(failure.error))}"
                 await self._recover(seek=False)
                 queue.insert(0, batch)
                 continue
             except _CycleFailure as failure:
                 await self._recover(seek=False)
                 live = [r for r in batch if _key_of(r) not in poisoned]
-                if len(live) > 1:
-                    log.warning(
-                        "cycle failed (%r); retrying the batch input by input", failure.error
-                    )
+                unwritable = isinstance(failure, _Unwritable)
+                if len(live) > 1 or (unwritable and len(batch) > 1):
+                    log.warning("%s; retrying the batch input by input", failure.reason)
                     queue[:0] = [[record] for record in batch]
                 elif live:
-                    log.exception("internal error in the cycle after %s", _where(live[0]))
-                    poisoned[_key_of(live[0])] = f"internal error: {failure.error!r}"
+                    log.error("%s: %s", _where(live[0]), failure.reason, exc_info=not unwritable)
+                    poisoned[_key_of(live[0])] = failure.reason
+                    queue.insert(0, batch)
+                elif unwritable and poisoned.get(_key_of(batch[0])) != _SKIP:
+                    # Not even its rejection could be written: let its offset pass alone,
+                    # so the inputs behind it go on.
+                    poisoned[_key_of(batch[0])] = _SKIP
                     queue.insert(0, batch)
                 else:
                     # Unreachable while the core only cycles after an accepted input; if it
@@ -336,7 +360,7 @@ class Scheduler:
                     pending.add(
                         await producer.send(
                             self.topics.commands,
-                            encode_command(command),
+                            _command_bytes(command),
                             key=command.node.encode(),
                         )
                     )
@@ -353,9 +377,18 @@ class Scheduler:
             # A fatal producer state means our epoch is gone: a newer instance owns the id.
             if _is_fatal(producer):
                 raise SchedulerFenced(repr(exc)) from exc
+            if isinstance(exc, RECORD_REFUSALS):
+                # Retrying these records can never succeed. A refused batch also leaves the
+                # idempotent producer's sequence numbers ahead of the broker's, so a new
+                # producer (a new epoch) takes over before the inputs are isolated one by one.
+                await self._restart_producer()
+                reason = f"Kafka refused to write what this input produced: {describe(exc)}"
+                raise _Unwritable(exc, reason) from exc
             # Anything else (broker unavailable, timeout): the transaction's outcome is in the
             # journal and the committed offsets, so read them back and carry on from there.
             log.warning("transaction failed (%r); rebuilding from the journal", exc)
+            if isinstance(exc, PRODUCER_STATE_ERRORS):
+                await self._restart_producer()
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
         self.committed_seq = self.state.seq
@@ -370,6 +403,16 @@ class Scheduler:
         )
         return outcome
 
+    async def _restart_producer(self) -> None:
+        old = self._producer
+        self._producer = None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.stop()
+        producer = transactional_producer(self.bootstrap, self.transactional_id)
+        await producer.start()
+        self._producer = producer
+
     async def _sequence_one(
         self,
         record: ConsumerRecord[bytes, bytes],
@@ -380,20 +423,37 @@ class Scheduler:
     ) -> None:
         key = _key_of(record)
         reason = poisoned.get(key)
+        if reason == _SKIP:
+            log.error(
+                "skipped %s: not even its rejection could be written (%d bytes, sha256 %s)",
+                _where(record),
+                len(record.value or b""),
+                hashlib.sha256(record.value or b"").hexdigest(),
+            )
+            return
         event: Event | None = None
+        journaled = b""
         if reason is None:
             try:
+                # decode_ingress refuses an input over limits.INPUT_BYTES_MAX before parsing it.
                 event = decode_ingress(self.topics.logical(record.topic), record.value or b"")
                 reason = accept(self.state, event)
             except DecodeError as exc:
                 reason = str(exc)
             except Exception as exc:
                 raise _CoreFailure(key, exc) from exc
+        if reason is None and event is not None:
+            # Checked before sending: a record Kafka would refuse must not fail the batch.
+            journaled, reason = journal_bytes(
+                JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
+            )
         if reason is not None or event is None:
             await self._reject(record, ts, reason or "refused", pending)
             outcome.rejected += 1
             return
-        await self._journal(event, ts, pending)
+        pending.add(
+            await self._require_producer().send(self.topics.journal, journaled, key=self._key)
+        )
         self._apply(event, ts, key)
         outcome.journaled += 1
 
@@ -416,12 +476,10 @@ class Scheduler:
     async def _reject(
         self, record: ConsumerRecord[bytes, bytes], ts: int, reason: str, pending: _Pending
     ) -> None:
-        text = (record.value or b"").decode("utf-8", "replace")
-        wire = Rejected(ts=ts, input=text, reason=reason).to_wire()
-        # Where it came from, so an operator can find the original record.
-        wire.update(topic=record.topic, partition=record.partition, offset=record.offset)
-        log.info("rejected %s: %s", _where(record), reason)
-        pending.add(await self._require_producer().send(self.topics.rejected, dumps(wire)))
+        # Bounded, with where the input came from, its size and hash (streams/records.py).
+        raw = rejection_bytes(record, ts, reason)
+        log.info("rejected %s: %s", _where(record), clip(reason, REASON_CHARS_MAX))
+        pending.add(await self._require_producer().send(self.topics.rejected, raw))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -434,6 +492,14 @@ class Scheduler:
         if self._consumer is None:
             raise RuntimeError("scheduler not started")
         return self._consumer
+
+
+def _command_bytes(command: NodeCommand) -> bytes:
+    """The command's bytes; a command that cannot be written fails the batch as _Unwritable."""
+    raw, reason = command_bytes(command)
+    if reason is not None:
+        raise _Unwritable(ValueError(reason), reason)
+    return raw
 
 
 def _is_fatal(producer: AIOKafkaProducer) -> bool:

@@ -8,6 +8,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from domain.simulation import Simulator
+from tests.domain.test_hostile_simulate import counted, hostile_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -117,3 +122,53 @@ def test_missing_file_is_one_line_error() -> None:
     assert result.stdout == b""
     assert result.stderr.decode().count("\n") == 1
     assert "no such file" in result.stderr.decode()
+
+
+HOSTILE = [
+    b'{"type":"QueueConfigured","ts":1500,"queue":"huge","resources":{"gpu":{"limit":1e308}}}',
+    b'{"type":"NodeHeartbeat","ts":1500,"node":"huge","capacity":{"gpu":1e308}}',
+    b'{"type":"JobSubmitted","ts":1500,"job":"huge","queue":"team-a","resources":{"gpu":1e308}}',
+    b'{"type":"JobSubmitted","ts":1500,"job":"long","queue":"team-a","duration_s":1e306}',
+    b'{"type":"Tick","ts":18446744073709551615}',
+    b'{"type":"Tick","ts":NaN}',
+    b'{"type":"NodeHeartbeat","ts":1500,"node":"inf","capacity":{"gpu":Infinity}}',
+    b'{"type":"NodeHeartbeat","ts":1500,"node":"e400","capacity":{"gpu":1e400}}',
+    b"[" * 100_000 + b"]" * 100_000,
+    b"\x01" * 200_000,
+    b'{"type":"' + b"T" * 100_000 + b'","ts":1500}',
+]
+
+
+def test_hostile_lines_are_each_one_short_rejection_and_the_run_goes_on() -> None:
+    scenario = SCENARIO.read_bytes().splitlines()
+    # After the ts 1000 group, before the ts 2000 one.
+    broken = [*scenario[:7], *HOSTILE, *scenario[7:]]
+    result = simulate("-", stdin=b"\n".join(broken) + b"\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == b""
+    assert max(len(line) for line in result.stdout.splitlines()) < 30_000
+    items = lines(result.stdout)
+    rejected = [i for i in items if i["type"] == "Rejected"]
+    assert len(rejected) == len(HOSTILE) + 1  # plus the scenario's own unknown queue
+    assert all(len(str(r["reason"])) < 1_100 for r in rejected)
+    clean = lines(simulate(str(SCENARIO)).stdout)
+    assert [i for i in items if i["type"] != "Rejected"] == [
+        i for i in clean if i["type"] != "Rejected"
+    ]
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(hostile_lines, min_size=1, max_size=8))
+def test_generated_hostile_files_exit_0_through_the_real_process(hostile: list[bytes]) -> None:
+    data = b"\n".join(hostile) + b"\n"
+    result = simulate("-", stdin=data)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr == b""
+    # The process prints exactly what the pure simulator gives for the same lines, and
+    # there every line was either folded or refused.
+    given_lines = data.split(b"\n")
+    simulator = Simulator()
+    expected = [orjson.dumps(item) for item in simulator.run(given_lines)]
+    assert result.stdout.splitlines() == expected
+    refused = sum(orjson.loads(line)["type"] == "Rejected" for line in expected)
+    assert simulator.accepted + refused == counted(given_lines)
