@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 Fact = str | int | float | tuple[str, ...]
 
@@ -40,6 +41,20 @@ class Reason:
             if key == name:
                 return value
         return None
+
+    def to_wire(self) -> dict[str, object]:
+        """As JSON: {"kind", "text", "facts": {name: value}} (a tuple fact as a list)."""
+        facts = {k: list(v) if isinstance(v, tuple) else v for k, v in self.facts}
+        return {"kind": self.kind.value, "text": self.text, "facts": facts}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Reason:
+        """The inverse of `to_wire`."""
+        facts = {
+            str(k): tuple(str(x) for x in v) if isinstance(v, list) else v
+            for k, v in dict(data.get("facts") or {}).items()
+        }
+        return cls(ReasonKind(data["kind"]), str(data["text"]), tuple(sorted(facts.items())))
 
     def prefixed(self, prefix: str, suffix: str = "", **facts: Fact) -> Reason:
         """The same kind, with a sentence around the original one and any facts added."""
