@@ -196,7 +196,7 @@ async def first_command(
     await producer.start()
     await producer.send_and_wait(topics.jobs, orjson.dumps(submitted), key=job.encode())
     await producer.stop()
-    args = [sys.executable, "-m", "streams.cli", "scheduler", "--bootstrap", bootstrap]
+    args = [sys.executable, "-m", "cli", "scheduler", "--bootstrap", bootstrap]
     args += ["--topic-prefix", topics.prefix, "--cluster", cluster, *extra]
     with log.open("wb") as out:
         started = time.monotonic()
@@ -313,7 +313,7 @@ def main() -> int:
         if args.bootstrap:
             asyncio.run(bench(args.bootstrap, args, logs))
             return 0
-        from streams.broker import start_broker
+        from devtools.broker import start_broker
 
         handle = start_broker(ROOT, data_dir=Path(tmp) / "kafka")
         try:
