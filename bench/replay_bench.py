@@ -28,7 +28,7 @@ from domain.codec import decode_journal, decode_timed, encode_journal
 from domain.decider import close_group, fold, initial_state
 from domain.events import Event, JournalRecord
 from projections import synthetic
-from projections.views import View
+from projections.view import View
 
 QUEUES = 8
 NODES = 64

@@ -4,6 +4,10 @@ Kafka orders records only within a partition, and commands are keyed by node, so
 compares per node: the k-th command observed for a node must equal the k-th command the
 fold emits for that node. Commands are compared as JSON values (the wire form), so a
 difference in any field, including `seq` and `ts`, is a divergence.
+
+Snapshots are audited the same way: the state the fold reaches at a snapshot's `seq` (its
+group closed, as the scheduler closes a batch's group before it snapshots) must encode to
+the snapshot's bytes exactly.
 """
 
 from __future__ import annotations
@@ -18,10 +22,33 @@ from domain.commands import NodeCommand
 from domain.decider import close_group, fold, initial_state
 from domain.events import JournalRecord
 from domain.plugins import DEFAULT_PLUGINS, Plugins
+from domain.snapshot import encode_state
+from domain.state import State
 
-__all__ = ["AuditReport", "CommandCheck", "Divergence", "audit", "expected_commands"]
+__all__ = [
+    "AuditReport",
+    "CommandCheck",
+    "Divergence",
+    "SnapshotCheck",
+    "audit",
+    "expected_commands",
+]
 
 Wire = dict[str, Any]
+# A snapshot as read: (seq it covers, canonical bytes or None, why it could not be read).
+SnapshotInput = tuple[int, bytes | None, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotCheck:
+    """One snapshot compared with the state the journal folds to at its seq."""
+
+    seq: int
+    problem: str | None  # None: reproduced byte for byte
+
+    @property
+    def reproduced(self) -> bool:
+        return self.problem is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +105,20 @@ class AuditReport:
     beyond_journal: int  # observed commands newer than the journal read (still being written)
     checks: tuple[CommandCheck, ...] = field(repr=False)
     first_divergence: Divergence | None
+    snapshot_checks: tuple[SnapshotCheck, ...] | None = None  # None: snapshots not audited
+    snapshots_beyond: int = 0  # snapshots newer than the journal read
 
     @property
     def ok(self) -> bool:
-        return self.first_divergence is None
+        return self.first_divergence is None and self.first_snapshot_problem is None
+
+    @property
+    def snapshots_reproduced(self) -> int:
+        return sum(1 for check in self.snapshot_checks or () if check.reproduced)
+
+    @property
+    def first_snapshot_problem(self) -> SnapshotCheck | None:
+        return next((c for c in self.snapshot_checks or () if not c.reproduced), None)
 
     def summary(self) -> str:
         head = (
@@ -92,24 +129,91 @@ class AuditReport:
         if self.beyond_journal:
             head += f", {self.beyond_journal} newer than the journal read (not audited)"
         if self.first_divergence is None:
-            return head + ": every command reproduced"
-        return head + f"; first divergence at {self.first_divergence.describe()}"
+            head += ": every command reproduced"
+        else:
+            head += f"; first divergence at {self.first_divergence.describe()}"
+        return head + self._snapshot_summary()
+
+    def _snapshot_summary(self) -> str:
+        if self.snapshot_checks is None:
+            return ""
+        checks = self.snapshot_checks
+        text = f"; snapshots {len(checks)}, {self.snapshots_reproduced} snapshots reproduced"
+        if self.snapshots_beyond:
+            text += f", {self.snapshots_beyond} newer than the journal read (not audited)"
+        problem = self.first_snapshot_problem
+        if problem is None:
+            return text + (": every snapshot reproduced" if checks else "")
+        return text + f"; snapshot at seq {problem.seq} not reproduced: {problem.problem}"
 
 
 def expected_commands(
     records: Iterable[JournalRecord], plugins: Plugins = DEFAULT_PLUGINS
 ) -> tuple[list[NodeCommand], int, int]:
     """Every command the fold emits for the journal, with the record count and last seq."""
+    emitted, count, last_seq, _ = refold(records, plugins)
+    return emitted, count, last_seq
+
+
+def refold(
+    records: Iterable[JournalRecord],
+    plugins: Plugins = DEFAULT_PLUGINS,
+    snapshots: Sequence[SnapshotInput] = (),
+) -> tuple[list[NodeCommand], int, int, list[SnapshotCheck]]:
+    """`expected_commands`, plus the verdict on each snapshot whose seq the journal reaches."""
+    wanted: dict[int, list[SnapshotInput]] = {}
+    for snapshot in snapshots:
+        wanted.setdefault(snapshot[0], []).append(snapshot)
     state = initial_state()
     emitted: list[NodeCommand] = []
+    checks: list[SnapshotCheck] = []
+    due: list[SnapshotInput] = []  # snapshots of the last record folded, checked at group end
     count = 0
     for record in records:
+        if due and record.ts != state.ts:
+            state, commands = close_group(state, plugins)  # what this fold is about to do
+            emitted.extend(commands)
+        checks += _check_snapshots(state, due)
         state, commands = fold(state, record, plugins)
         emitted.extend(commands)
+        due = wanted.pop(record.seq, [])
         count += 1
     state, commands = close_group(state, plugins)
     emitted.extend(commands)
-    return emitted, count, state.seq
+    checks += _check_snapshots(state, due)
+    for seq, items in sorted(wanted.items()):
+        if seq <= state.seq:
+            checks += [
+                SnapshotCheck(seq, item[2] or "the journal has no record with its seq")
+                for item in items
+            ]
+    return emitted, count, state.seq, checks
+
+
+def _check_snapshots(state: State, snapshots: list[SnapshotInput]) -> list[SnapshotCheck]:
+    if not snapshots:
+        return []
+    body = encode_state(state)
+    checks = []
+    for seq, snapshot, problem in snapshots:
+        if snapshot is None:
+            checks.append(SnapshotCheck(seq, problem or "unreadable"))
+        elif snapshot != body:
+            checks.append(SnapshotCheck(seq, _difference(body, snapshot)))
+        else:
+            checks.append(SnapshotCheck(seq, None))
+    return checks
+
+
+def _difference(expected: bytes, observed: bytes) -> str:
+    """Which parts of the state differ, so a person knows where to look."""
+    try:
+        want = orjson.loads(expected)["state"]
+        got = orjson.loads(observed)["state"]
+        parts = sorted(key for key in set(want) | set(got) if want.get(key) != got.get(key))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return "the snapshot is not a state this code encodes"
+    return "state differs in " + (", ".join(parts) or "its encoding")
 
 
 def _by_node(commands: Iterable[Wire]) -> dict[str, list[Wire]]:
@@ -123,15 +227,18 @@ def audit(
     records: Iterable[JournalRecord],
     observed: Iterable[Wire] | Mapping[str, Sequence[Wire]],
     plugins: Plugins = DEFAULT_PLUGINS,
+    snapshots: Sequence[SnapshotInput] | None = None,
 ) -> AuditReport:
     """Re-folds `records` (in journal order) and checks `observed` commands, per node.
 
     `observed` is either the commands in topic order (grouped here by their `node`, which
     is their key) or a mapping node -> commands in that node's topic order. Observed
     commands whose `seq` lies beyond the last journal record are left out: they belong to
-    transactions committed after the journal was read.
+    transactions committed after the journal was read. `snapshots` (seq, bytes, problem)
+    are checked against the fold at their seq; those beyond the journal read are counted.
     """
-    emitted, count, last_seq = expected_commands(records, plugins)
+    snapshot_list = list(snapshots or ())
+    emitted, count, last_seq, snapshot_checks = refold(records, plugins, snapshot_list)
     expected = _by_node(orjson.loads(orjson.dumps(c.to_wire())) for c in emitted)
     if isinstance(observed, Mapping):
         raw_observed = {str(node): list(commands) for node, commands in observed.items()}
@@ -184,4 +291,6 @@ def audit(
         beyond_journal=beyond,
         checks=tuple(checks),
         first_divergence=divergence,
+        snapshot_checks=None if snapshots is None else tuple(snapshot_checks),
+        snapshots_beyond=sum(1 for item in snapshot_list if item[0] > last_seq),
     )

@@ -1,7 +1,7 @@
 """The projections' HTTP API: routes over the view and their OpenAPI description (pure).
 
 Routing is a plain function from a path (and query) to a status and a JSON body, so it is
-tested without a server; `projections.app` mounts it on faust's own web server.
+tested without a server; `projections.app` mounts it on aiohttp's server.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from projections.views import (
-    View,
+from projections.read_models import (
     health_view,
     job_view,
     jobs_view,
@@ -19,6 +18,7 @@ from projections.views import (
     queues_view,
     usage_view,
 )
+from projections.view import View
 
 PATHS = (
     "/queues",

@@ -1,160 +1,309 @@
-"""The projections process: a faust-streaming app folding the journal into the view, serving the API (I/O shell).
+"""The projections process: reads the journal and the commands from a checkpoint on, serves the API (I/O shell).
 
-Two agents feed the pure view: one folds quotaflow.journal records, one checks
-quotaflow.commands against the commands the fold emits. Both consume read_committed, so
-aborted scheduler transactions are never seen (faust sets that isolation only in its
-exactly-once mode, which KAFKA.md rules out, so the consumer thread sets it here).
-
-Nothing relies on faust's offset commits or exactly-once: each process starts under a
-fresh consumer group and reads both topics from offset 0, so the in-memory view is rebuilt
-from the journal on every start, and the view skips any journal `seq` it has already
-folded, so redelivery is harmless. An agent never raises (a faust agent that raises can
-stop committing silently): a record that cannot be folded is counted in /health instead.
+One aiokafka consumer, read_committed and in no consumer group, is assigned every partition
+of quotaflow.journal and quotaflow.commands and positioned at the offsets stored in the
+checkpoint (offset 0 without one). Records go one at a time through the `Projector`, which
+never leaves a half-applied view; every `checkpoint_records` records or `checkpoint_s`
+seconds the view and its offsets are written together to one local file (write a temporary
+file, fsync, rename, fsync the directory), so a restart reads only the journal's tail. A
+checkpoint that cannot be used (damaged, other code, other topics, offsets beyond the end of
+the topics, a journal that does not continue it) is set aside and the view is rebuilt from
+offset 0. docs/projections.md says why a local file and why not faust.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
 import logging
-import tempfile
-import uuid
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import faust
 import orjson
-from faust.transport.drivers import aiokafka as faust_aiokafka
+from aiohttp import web
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
-from domain.codec import DecodeError, decode_command, decode_journal
+from domain.codec import decode_journal
 from projections.api import route
-from projections.views import View
-from streams.kafka_io import Topics
+from projections.checkpoint import CheckpointError, header, load
+from projections.projector import Projector
 
 log = logging.getLogger(__name__)
 
-
-class _ReadCommittedThread(faust_aiokafka.AIOKafkaConsumerThread):
-    def _create_worker_consumer(self, transport: Any) -> Any:
-        consumer = super()._create_worker_consumer(transport)
-        # aiokafka reads this when the consumer starts (it is not started yet here).
-        consumer._isolation_level = "read_committed"
-        return consumer
+ROOT = Path(__file__).resolve().parents[1]
 
 
-class _ReadCommittedConsumer(faust_aiokafka.Consumer):
-    def _new_consumer_thread(self) -> Any:
-        return _ReadCommittedThread(self, loop=self.loop, beacon=self.beacon)
+@dataclass(frozen=True, slots=True)
+class Settings:
+    bootstrap: str
+    journal: str  # topic names, prefix included
+    commands: str
+    port: int = 8080
+    host: str = "127.0.0.1"
+    checkpoint: Path | None = None  # None: no checkpoint, rebuild on every start
+    checkpoint_records: int = 10_000
+    checkpoint_s: float = 5.0
 
 
-class _ReadCommittedTransport(faust_aiokafka.Transport):
-    Consumer = _ReadCommittedConsumer
+def code_fingerprint() -> str:
+    """A digest of the code that shapes a view: a checkpoint from other code is rebuilt."""
+    digest = hashlib.sha256(f"python {sys.version_info[0]}.{sys.version_info[1]}".encode())
+    for package in ("domain", "projections"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:32]
 
 
-class ProjectionsApp(faust.App):
-    """A faust App whose consumer reads read_committed without exactly-once mode."""
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replaces `path` with `data` so that a crash leaves the old file or the new one, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
-    def _new_transport(self) -> Any:
-        return _ReadCommittedTransport(self.conf.broker_consumer, self)
 
+class Process:
+    """The running projections: consumer, projector, checkpoint file and web server."""
 
-def create_app(
-    bootstrap: str,
-    port: int = 8080,
-    host: str = "127.0.0.1",
-    topic_prefix: str = "",
-    view: View | None = None,
-) -> tuple[faust.App, View]:
-    """The faust app and the view it keeps; run it with `faust.Worker(app).execute_from_commandline()`."""
-    topics = Topics.for_prefix(topic_prefix)
-    state = view if view is not None else View()
-    app = ProjectionsApp(
-        # A fresh group per process: the view is in memory, so it must be rebuilt from offset 0.
-        f"quotaflow-projections-{uuid.uuid4().hex[:12]}",
-        broker=f"kafka://{bootstrap}",
-        web_enabled=True,
-        web_port=port,
-        web_bind=host,
-        web_host=host,
-        consumer_auto_offset_reset="earliest",
-        processing_guarantee="at_least_once",
-        topic_allow_declare=False,  # the scheduler's topics exist; never create them here
-        topic_disable_leader=True,
-        key_serializer="raw",
-        value_serializer="raw",
-        store="memory://",
-        # faust insists on a data directory; the view lives in memory, so a throwaway one
-        # keeps the working directory clean.
-        datadir=tempfile.mkdtemp(prefix="quotaflow-projections-"),
-        web_in_thread=False,
-    )
-    journal = app.topic(topics.journal, key_type=bytes, value_type=bytes, value_serializer="raw")
-    commands = app.topic(topics.commands, key_type=bytes, value_type=bytes, value_serializer="raw")
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.code = code_fingerprint()
+        self.topics = (settings.journal, settings.commands)
+        self.projector = Projector(code=self.code, topics=self.topics)
+        self.consumer: AIOKafkaConsumer | None = None
+        self.partitions: list[TopicPartition] = []
+        self.expect_seq: int | None = None  # after a resume: the seq the journal must go on with
+        self.written = 0
+        self.dump_s = 0.0  # how long the last checkpoint took to serialize
+        self.stopping = asyncio.Event()
 
-    def where(event: Any) -> str:
-        message = event.message
-        return f"{message.topic}:{message.partition}"
+    # -- start: load the checkpoint, position the consumer -------------------------------
 
-    @app.agent(journal, concurrency=1)
-    async def fold_journal(stream: Any) -> None:
-        async for event in stream.events():
+    def _load_checkpoint(self) -> None:
+        path = self.settings.checkpoint
+        process: dict[str, Any] = {
+            "checkpoint": None
+            if path is None
+            else {"path": str(path), "written": 0, "seq": None, "offsets": None},
+            "resumed_from": None,
+        }
+        if path is not None and path.exists():
             try:
-                state.apply(decode_journal(event.value))
-            except (DecodeError, ValueError, KeyError, TypeError) as exc:
-                _record_error(state, f"journal {where(event)}@{event.message.offset}: {exc}")
-            except Exception as exc:  # never let the agent die: the view would silently stop
-                _record_error(
-                    state,
-                    f"journal {where(event)}@{event.message.offset}: {type(exc).__name__}: {exc}",
-                )
-            state.offsets[where(event)] = event.message.offset + 1
+                data = path.read_bytes()
+                restored = load(data, code=self.code, topics=self.topics)
+            except (OSError, CheckpointError) as exc:
+                self._set_aside(path, f"checkpoint {path} not used ({exc}): rebuilding")
+                process["rebuilt_because"] = str(exc)
+            else:
+                view = restored.view
+                self.projector = Projector(view, code=self.code, topics=self.topics, saved=data)
+                process["resumed_from"] = {"seq": view.state.seq, "offsets": dict(view.offsets)}
+                process["checkpoint"] |= {"seq": view.state.seq, "offsets": dict(view.offsets)}
+                self.expect_seq = view.state.seq + 1 if view.records else None
+                log.warning("projections resume from %s at journal seq %d", path, view.state.seq)
+        self.projector.view.process = process
 
-    @app.agent(commands, concurrency=1)
-    async def check_commands(stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                state.observe_command(decode_command(event.value))
-            except Exception as exc:
-                _record_error(
-                    state,
-                    f"commands {where(event)}@{event.message.offset}: {type(exc).__name__}: {exc}",
-                )
-            state.offsets[where(event)] = event.message.offset + 1
+    def _set_aside(self, path: Path, message: str) -> None:
+        log.warning("projections: %s", message)
+        with contextlib.suppress(OSError):
+            os.replace(path, path.with_name(path.name + ".unusable"))
 
-    def page(path: str) -> None:
-        async def get(self: Any, request: Any, **params: Any) -> Any:
-            status, body = route(state, request.path, dict(request.query))
-            return self.bytes(
-                orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS),
+    def _rebuild(self, reason: str) -> None:
+        """Drops a restored view that the journal does not continue; reading restarts at 0."""
+        if self.settings.checkpoint is not None:
+            self._set_aside(self.settings.checkpoint, f"{reason}: rebuilding from offset 0")
+        process = self.projector.view.process
+        self.projector = Projector(code=self.code, topics=self.topics)
+        process["resumed_from"] = None
+        process["rebuilt_because"] = reason
+        self.projector.view.process = process
+        self.expect_seq = None
+
+    async def _partitions(self) -> list[TopicPartition]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
+        await admin.start()
+        try:
+            while True:
+                described = await admin.describe_topics(list(self.topics))
+                found = {
+                    entry["topic"]: [p["partition"] for p in entry["partitions"]]
+                    for entry in described
+                    if entry["error_code"] == 0 and entry["partitions"]
+                }
+                missing = [topic for topic in self.topics if topic not in found]
+                if not missing:
+                    return sorted(TopicPartition(t, p) for t in self.topics for p in found[t])
+                if loop.time() > deadline:
+                    raise RuntimeError(f"topics not found on the broker: {', '.join(missing)}")
+                await asyncio.sleep(0.5)
+        finally:
+            await admin.close()
+
+    async def _position(self) -> None:
+        consumer = self.consumer
+        assert consumer is not None
+        ends = await consumer.end_offsets(self.partitions)
+        offsets = self.projector.view.offsets
+        beyond = [
+            f"{tp.topic}:{tp.partition}"
+            for tp in self.partitions
+            if offsets.get(f"{tp.topic}:{tp.partition}", 0) > ends[tp]
+        ]
+        if beyond:
+            self._rebuild(f"checkpoint offsets beyond the end of {', '.join(beyond)}")
+            offsets = self.projector.view.offsets
+        for tp in self.partitions:
+            consumer.seek(tp, offsets.get(f"{tp.topic}:{tp.partition}", 0))
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._load_checkpoint()
+        consumer = self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap,
+            group_id=None,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        runner = web.AppRunner(self._web(), access_log=None)
+        try:
+            self.partitions = await self._partitions()
+            consumer.assign(self.partitions)
+            await self._position()
+            await runner.setup()
+            await web.TCPSite(runner, self.settings.host, self.settings.port).start()
+            log.warning(
+                "projections serving on http://%s:%d", self.settings.host, self.settings.port
+            )
+            await self._consume()
+        finally:
+            with contextlib.suppress(Exception):
+                await self._checkpoint()
+            await runner.cleanup()
+            await consumer.stop()
+
+    async def _consume(self) -> None:
+        consumer = self.consumer
+        assert consumer is not None
+        loop = asyncio.get_running_loop()
+        last_checkpoint = loop.time()
+        while not self.stopping.is_set():
+            batch = await consumer.getmany(timeout_ms=500, max_records=500)
+            restart = False
+            for tp in sorted(batch):
+                where = f"{tp.topic}:{tp.partition}"
+                for record in batch[tp]:
+                    if tp.topic == self.settings.journal:
+                        if self.expect_seq is not None and not self._continues(record.value):
+                            restart = True
+                            break
+                        self.projector.journal(where, record.offset, record.value)
+                    else:
+                        self.projector.command(where, record.offset, record.value)
+                if restart:
+                    break
+            if restart:
+                await self._position()
+                continue
+            unsaved, since = self.projector.unsaved, loop.time() - last_checkpoint
+            # Taking a checkpoint stops the fold while the view is serialized: waiting ten
+            # times as long as the last one took keeps that under a tenth of the time, also
+            # while a big view catches up with a long journal.
+            due = (
+                unsaved >= self.settings.checkpoint_records
+                or (unsaved and since >= self.settings.checkpoint_s)
+            ) and since >= 10 * self.dump_s
+            if due:
+                await self._checkpoint()
+                last_checkpoint = loop.time()
+
+    def _continues(self, value: bytes) -> bool:
+        """Whether the first journal record after a resume is the one the checkpoint expects."""
+        expected, self.expect_seq = self.expect_seq, None
+        try:
+            seq = decode_journal(value).seq
+        except Exception:
+            return True  # the projector reports it; it says nothing about the checkpoint
+        if seq == expected:
+            return True
+        self._rebuild(f"the journal goes on at seq {seq}, the checkpoint expects {expected}")
+        return False
+
+    async def _checkpoint(self) -> None:
+        path = self.settings.checkpoint
+        if path is None or not self.projector.unsaved:
+            return
+        started = time.perf_counter()
+        data = self.projector.checkpoint()
+        self.dump_s = time.perf_counter() - started
+        process = self.projector.view.process
+        try:
+            await asyncio.to_thread(write_atomically, path, data)
+        except OSError as exc:
+            if process["checkpoint"].get("last_error") != str(exc):  # once, not every interval
+                log.error("projections: cannot write checkpoint %s: %s", path, exc)
+            process["checkpoint"]["last_error"] = str(exc)
+            return
+        process["checkpoint"].pop("last_error", None)
+        self.written += 1
+        head = header(data)
+        process["checkpoint"] |= {
+            "written": self.written,
+            "seq": head["seq"],
+            "offsets": head["offsets"],
+            "bytes": len(data),
+        }
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    def _web(self) -> web.Application:
+        async def answer(request: web.Request) -> web.Response:
+            view = self.projector.view
+            view.process["read_since_start"] = {
+                "journal": self.projector.journal_fed,
+                "all": self.projector.fed,
+            }
+            status, body = route(view, request.path, dict(request.query))
+            return web.Response(
+                body=orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS),
                 content_type="application/json",
                 status=status,
             )
 
-        get.__name__ = "projection_" + path.strip("/").replace("/", "_").replace("{", "").replace(
-            "}", ""
-        ).replace(":", "").replace(".", "_").replace("+", "")
-        app.page(path)(get)
-
-    for path in (
-        "/queues",
-        "/queues/{id}",
-        "/jobs",
-        "/jobs/{id:.+}",
-        "/nodes",
-        "/usage",
-        "/health",
-        "/openapi.json",
-    ):
-        page(path)
-    return app, state
+        app = web.Application()
+        app.router.add_get("/{path:.*}", answer)
+        return app
 
 
-def _record_error(view: View, message: str) -> None:
-    log.error("projection: %s", message)
-    view.errors.append(message)
-    del view.errors[:-100]
+def run(settings: Settings) -> int:
+    """Runs the projections process until SIGINT / SIGTERM (a last checkpoint is written then)."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
 
+    async def main() -> None:
+        process = Process(settings)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, process.stopping.set)
+        await process.run()
 
-def run(bootstrap: str, port: int = 8080, host: str = "127.0.0.1", topic_prefix: str = "") -> int:
-    """Runs the projections process until it is stopped (SIGINT / SIGTERM)."""
-    app, _ = create_app(bootstrap, port=port, host=host, topic_prefix=topic_prefix)
-    worker = faust.Worker(app, loglevel="WARNING", quiet=True)
-    worker.execute_from_commandline()  # returns through SystemExit when stopped
+    asyncio.run(main())
     return 0

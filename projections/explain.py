@@ -16,6 +16,7 @@ from domain.events import JournalRecord
 from domain.pending import Standing, pending_view
 from domain.plugins import preemption_explanations
 from domain.state import JobStatus, State
+from projections.view import View
 
 # What each contract preemption reason means, so an explanation names the rule it applied:
 # each registered rule explains itself, and the core's own stop reasons are in domain.reasons.
@@ -106,7 +107,7 @@ def describe_preemption(entry: dict[str, Any]) -> str:
     return text
 
 
-def explain_job(view: Any, job_id: str) -> dict[str, Any]:
+def explain_job(view: View, job_id: str) -> dict[str, Any]:
     """Status, the reason for it, and every preemption with its rule, as of the view's position."""
     state: State = view.state
     timeline: list[dict[str, Any]] = view.timelines.get(job_id, [])
@@ -171,8 +172,6 @@ def explain_at(
     records: Iterable[JournalRecord], job_id: str, at: int | None = None
 ) -> dict[str, Any]:
     """Folds the journal up to and including time `at` (all of it when None) and explains."""
-    from projections.views import View
-
     view = View()
     for record in records:
         if at is not None and record.ts > at:

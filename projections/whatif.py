@@ -10,16 +10,14 @@ the same re-simulation without overrides, so the comparison is like for like.
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
-from domain.codec import describe_validation_error, event_to_wire
+from domain.codec import event_to_wire
 from domain.commands import Dispatch, Preempt
 from domain.events import (
     ClusterConfigured,
@@ -35,79 +33,18 @@ from domain.events import (
     QueueDeleted,
 )
 from domain.pending import pending_view
-from domain.plugins import validation_context
 from domain.resources import gpu_to_milli
 from domain.simulation import Simulator
+from projections.whatif_overrides import (
+    WILDCARD,
+    Overrides,
+    WhatIfError,
+    override_cluster,
+    override_queue,
+    parse_overrides,
+)
 
-WILDCARD = "*"
-
-
-class WhatIfError(ValueError):
-    """A policy file or journal that cannot be compared; the message says what to fix."""
-
-
-# -- the policy file ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Overrides:
-    """Queue overrides by queue id (`*` for every queue) and cluster overrides."""
-
-    queues: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    cluster: Mapping[str, Any] = field(default_factory=dict)
-
-
-def parse_overrides(document: Any) -> Overrides:
-    """`{"queues": {id or "*": {field: value, ...}}, "cluster": {...}}`, as loaded from YAML."""
-    if not isinstance(document, Mapping):
-        raise WhatIfError(
-            "policy file: expected a mapping with `queues:` (and optionally `cluster:`)"
-        )
-    unknown = sorted(set(document) - {"queues", "cluster"})
-    if unknown:
-        raise WhatIfError(
-            f"policy file: unknown key(s) {', '.join(map(str, unknown))} (known: queues, cluster)"
-        )
-    queues = document.get("queues") or {}
-    cluster = document.get("cluster") or {}
-    if not isinstance(queues, Mapping) or not all(isinstance(v, Mapping) for v in queues.values()):
-        raise WhatIfError("policy file: `queues` maps queue ids (or *) to field overrides")
-    if not isinstance(cluster, Mapping):
-        raise WhatIfError("policy file: `cluster` maps ClusterConfigured fields to values")
-    for name, fields in queues.items():
-        if "queue" in fields:
-            raise WhatIfError(f"policy file: queues.{name}: a queue cannot be renamed")
-    return Overrides(queues={str(k): dict(v) for k, v in queues.items()}, cluster=dict(cluster))
-
-
-def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def _override_queue(event: QueueConfigured, overrides: Overrides) -> QueueConfigured:
-    body = event_to_wire(event)
-    for name in (WILDCARD, event.queue):
-        if name in overrides.queues:
-            body = _merge(body, overrides.queues[name])
-    try:
-        return QueueConfigured.model_validate(body, context=validation_context())
-    except ValidationError as exc:
-        raise WhatIfError(f"queue {event.queue}: {describe_validation_error(exc)}") from None
-
-
-def _override_cluster(event: ClusterConfigured, overrides: Overrides) -> ClusterConfigured:
-    body = _merge(event_to_wire(event), overrides.cluster)
-    try:
-        return ClusterConfigured.model_validate(body)
-    except ValidationError as exc:
-        raise WhatIfError(f"cluster: {describe_validation_error(exc)}") from None
-
+__all__ = ["Comparison", "Overrides", "WhatIfError", "compare", "parse_overrides", "workload"]
 
 # -- the workload -----------------------------------------------------------------------------
 
@@ -161,9 +98,9 @@ def with_overrides(
     for ts, event in items:
         if isinstance(event, QueueConfigured):
             seen_queues.add(event.queue)
-            event = _override_queue(event, overrides)
+            event = override_queue(event, overrides)
         elif isinstance(event, ClusterConfigured):
-            event = _override_cluster(event, overrides)
+            event = override_cluster(event, overrides)
         out.append((ts, event))
     missing = sorted(set(overrides.queues) - seen_queues - {WILDCARD})
     if missing:
@@ -171,7 +108,7 @@ def with_overrides(
     if overrides.cluster and not any(isinstance(e, ClusterConfigured) for _, e in out):
         # The journal never configured the cluster: the override applies from the start.
         first = out[0][0] if out else 0
-        out.insert(0, (first, _override_cluster(ClusterConfigured(), overrides)))
+        out.insert(0, (first, override_cluster(ClusterConfigured(), overrides)))
     return out
 
 
@@ -386,80 +323,3 @@ def compare(records: Iterable[JournalRecord], overrides: Overrides) -> Compariso
     if not any(isinstance(e, JobSubmitted) for _, e in items):
         raise WhatIfError("the journal holds no submitted jobs: nothing to compare")
     return Comparison(simulate(items), simulate(with_overrides(items, overrides)))
-
-
-# -- rendering --------------------------------------------------------------------------------------
-
-
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def render(comparison: Comparison, job_limit: int = 20) -> str:
-    from projections.tables import table
-
-    summary = comparison.summary()
-    rows = []
-    for queue in sorted(summary["baseline"], key=lambda q: (q == WILDCARD, q)):
-        b, w = summary["baseline"][queue], summary["whatif"].get(queue, {})
-        rows.append(
-            [
-                "(all)" if queue == WILDCARD else queue,
-                str(b["jobs"]),
-                f"{_fmt(b['mean_wait_s'])} -> {_fmt(w.get('mean_wait_s'))}",
-                f"{_fmt(b['p95_wait_s'])} -> {_fmt(w.get('p95_wait_s'))}",
-                f"{_fmt(_pct(b['utilisation']))} -> {_fmt(_pct(w.get('utilisation')))}",
-                f"{b['preemptions']} -> {w.get('preemptions', 0)}",
-                f"{b['never_started']} -> {w.get('never_started', 0)}",
-            ]
-        )
-    out = [
-        "summary per queue (baseline -> what-if):",
-        table(
-            [
-                "QUEUE",
-                "JOBS",
-                "MEAN WAIT s",
-                "P95 WAIT s",
-                "GPU UTIL %",
-                "PREEMPTIONS",
-                "NEVER STARTED",
-            ],
-            rows,
-        ),
-    ]
-    changed = comparison.job_rows()
-    out.append("")
-    if not changed:
-        out.append("no job's outcome differs")
-    else:
-        shown = changed if job_limit <= 0 else changed[:job_limit]
-        out.append(
-            f"jobs whose outcome differs: {len(changed)}"
-            + (f" (largest {len(shown)} shown)" if len(shown) < len(changed) else "")
-        )
-        out.append(
-            table(
-                ["JOB", "QUEUE", "WAIT s BEFORE", "WAIT s AFTER", "DELTA s", "PREEMPTED"],
-                [
-                    [
-                        r["job"],
-                        r["queue"],
-                        _fmt(r["wait_s_before"]),
-                        _fmt(r["wait_s_after"]),
-                        _fmt(r["delta_s"]),
-                        f"{r['preemptions_before']} -> {r['preemptions_after']}",
-                    ]
-                    for r in shown
-                ],
-            )
-        )
-    return "\n".join(out)
-
-
-def _pct(value: float | None) -> float | None:
-    return None if value is None else value * 100

@@ -7,7 +7,8 @@ from typing import Any
 from domain.audit import AuditReport, audit
 from domain.codec import decode_command, decode_journal
 from domain.events import JournalRecord
-from streams.kafka_io import Topics, read_to_end
+from streams.kafka_io import Topics, partitions_of, read_to_end
+from streams.snapshots import read_snapshots
 
 __all__ = ["read_commands", "read_journal", "replay"]
 
@@ -28,18 +29,41 @@ async def read_commands(bootstrap: str, topic_prefix: str = "") -> list[dict[str
     return [decode_command(record.value) for record in records if record.value is not None]
 
 
-async def replay(bootstrap: str, topic_prefix: str = "", cluster: str | None = None) -> AuditReport:
-    """Re-folds the journal and checks every command on quotaflow.commands against it.
+async def replay(
+    bootstrap: str, topic_prefix: str = "", cluster: str | None = None, snapshots: bool = True
+) -> AuditReport:
+    """Re-folds the journal and checks every command on quotaflow.commands against it,
+    and every snapshot still on quotaflow.snapshots (unless `snapshots` is False).
 
-    The journal's end is fixed before the commands' end, and each batch's journal records
-    and commands commit in one transaction, so every command the journal read explains has
-    been read too; commands newer than the journal read are counted, not judged.
+    The journal's end is fixed before the commands' and the snapshots' ends, and each
+    batch's journal records, commands and snapshot commit in one transaction, so every
+    command and snapshot the journal read explains has been read too; newer ones are
+    counted, not judged.
     """
     topics = Topics.for_prefix(topic_prefix)
     read = await read_to_end(bootstrap, [topics.journal, topics.commands])
     journal = _journal_records(read[topics.journal], cluster)
     commands = [decode_command(r.value) for r in read[topics.commands] if r.value is not None]
-    return audit(journal, commands)
+    found = None
+    if snapshots and await _exists(bootstrap, topics.snapshots):
+        found = await read_snapshots(bootstrap, topics.snapshots, cluster)
+    return audit(journal, commands, snapshots=found)
+
+
+async def _exists(bootstrap: str, topic: str) -> bool:
+    """Whether the topic exists (a journal written before snapshots has none)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    if not any(entry["error_code"] == 0 and entry["partitions"] for entry in described):
+        return False
+    await partitions_of(bootstrap, [topic])
+    return True
 
 
 def _journal_records(records: list[Any], cluster: str | None) -> list[JournalRecord]:

@@ -50,6 +50,14 @@ from streams.records import (
     journal_bytes,
     rejection_bytes,
 )
+from streams.snapshots import (
+    SNAPSHOT_RECORDS,
+    SNAPSHOT_SECONDS,
+    Manifest,
+    SnapshotWriter,
+    newest_first,
+    read_journal_from,
+)
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
 
@@ -132,6 +140,9 @@ class Scheduler:
         max_batch: int = MAX_BATCH,
         create_topics: bool = True,
         topic_settings: TopicSettings | None = None,
+        snapshot_records: int = SNAPSHOT_RECORDS,
+        snapshot_seconds: float = SNAPSHOT_SECONDS,
+        load_snapshots: bool = True,
     ) -> None:
         self.bootstrap = bootstrap
         self.cluster = cluster
@@ -151,6 +162,13 @@ class Scheduler:
         self._consumer: AIOKafkaConsumer | None = None
         self._partitions: list[TopicPartition] = []
         self._needs_recovery = False
+        # Snapshots (snapshot_records 0: none written); load_snapshots False rebuilds from
+        # the whole journal, for an operator who distrusts the snapshots.
+        self.snapshots = SnapshotWriter(
+            self.topics.snapshots, cluster, snapshot_records, snapshot_seconds, clock
+        )
+        self.load_snapshots = load_snapshots
+        self._last_journal: asyncio.Future[Any] | None = None  # the open batch's last record
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -233,7 +251,7 @@ class Scheduler:
     # -- rebuild --------------------------------------------------------------------------
 
     async def rebuild(self) -> None:
-        """State from the journal alone: fold every committed record, then close the group.
+        """State from the newest valid snapshot plus the journal after it, or the whole journal.
 
         The commands this emits were produced in the same transactions as the journal
         records, so they are discarded here.
@@ -241,13 +259,7 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REBUILD_TIMEOUT_S
         while True:
-            state = initial_state()
-            read = await read_to_end(self.bootstrap, self.topics.journal)
-            for raw in read[self.topics.journal]:
-                if raw.key != self._key or raw.value is None:
-                    continue  # another cluster's record on a shared journal
-                state, _ = fold(state, decode_journal(raw.value), self.plugins)
-            state, _ = close_group(state, self.plugins)
+            state, manifest = await self._load()
             # Commit markers are written just after a commit returns; until they land the
             # last stable offset can stop short of our own last batch.
             if state.seq >= self.committed_seq:
@@ -259,6 +271,58 @@ class Scheduler:
             await asyncio.sleep(0.1)
         self.state = state
         self.committed_seq = state.seq
+        self.snapshots.loaded(manifest, self.clock())
+
+    async def _load(self) -> tuple[State, Manifest | None]:
+        if self.load_snapshots:
+            try:
+                found = await self._from_snapshot()
+            except Exception as exc:  # the journal alone is always enough
+                log.warning("could not read snapshots (%r); reading the whole journal", exc)
+                found = None
+            if found is not None:
+                return found
+        state = initial_state()
+        read = await read_to_end(self.bootstrap, self.topics.journal)
+        for raw in read[self.topics.journal]:
+            if raw.key != self._key or raw.value is None:
+                continue  # another cluster's record on a shared journal
+            state, _ = fold(state, decode_journal(raw.value), self.plugins)
+        state, _ = close_group(state, self.plugins)
+        return state, None
+
+    async def _from_snapshot(self) -> tuple[State, Manifest] | None:
+        """The newest snapshot that the journal confirms, folded on to the journal's end."""
+        snapshots = newest_first(self.bootstrap, self.topics.snapshots, self.cluster)
+        async with contextlib.aclosing(snapshots):
+            async for loaded in snapshots:
+                manifest = loaded.manifest
+                tail = await read_journal_from(
+                    self.bootstrap, self.topics.journal, manifest.journal_offset, self._key
+                )
+                # The record at the snapshot's offset must be the one with its seq, and the
+                # tail must follow it without a gap; otherwise try an older snapshot.
+                seqs = [record.seq for record in tail]
+                if not seqs or seqs != list(range(manifest.seq, manifest.seq + len(seqs))):
+                    log.warning(
+                        "snapshot at seq %d passed over: the journal at offset %d does not "
+                        "continue it",
+                        manifest.seq,
+                        manifest.journal_offset,
+                    )
+                    continue
+                state = loaded.state
+                for record in tail[1:]:
+                    state, _ = fold(state, record, self.plugins)
+                state, _ = close_group(state, self.plugins)
+                log.info(
+                    "state from the snapshot at seq %d plus %d journal records",
+                    manifest.seq,
+                    len(tail) - 1,
+                )
+                return state, manifest
+        log.info("no usable snapshot; reading the whole journal")
+        return None
 
     async def _seek_committed(self) -> None:
         consumer = self._require_consumer()
@@ -368,6 +432,8 @@ class Scheduler:
                 offsets = _next_offsets(inputs)
                 if offsets:
                     await producer.send_offsets_to_transaction(offsets, self.group_id)
+                if outcome.journaled and self.snapshots.due(self.state.seq, self.clock()):
+                    await self._snapshot()
                 await asyncio.gather(*pending.futures)
         except (_CoreFailure, _CycleFailure):
             raise
@@ -392,6 +458,7 @@ class Scheduler:
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
         self.committed_seq = self.state.seq
+        self.snapshots.committed(self.clock())
         outcome.last_seq = self.state.seq
         log.debug(
             "batch ts %d: %d journaled (to seq %d), %d rejected, %d commands",
@@ -412,6 +479,13 @@ class Scheduler:
         producer = transactional_producer(self.bootstrap, self.transactional_id)
         await producer.start()
         self._producer = producer
+
+    async def _snapshot(self) -> None:
+        """The state after this batch's cycle, in this batch's transaction (so never ahead)."""
+        if self._last_journal is None:
+            return
+        offset = (await self._last_journal).offset
+        await self.snapshots.write(self._require_producer(), self.state, offset)
 
     async def _sequence_one(
         self,
@@ -451,19 +525,19 @@ class Scheduler:
             await self._reject(record, ts, reason or "refused", pending)
             outcome.rejected += 1
             return
-        pending.add(
-            await self._require_producer().send(self.topics.journal, journaled, key=self._key)
+        self._last_journal = await self._require_producer().send(
+            self.topics.journal, journaled, key=self._key
         )
+        pending.add(self._last_journal)
         self._apply(event, ts, key)
         outcome.journaled += 1
 
     async def _journal(self, event: Event, ts: int, pending: _Pending) -> None:
         record = JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
-        pending.add(
-            await self._require_producer().send(
-                self.topics.journal, encode_journal(record), key=self._key
-            )
+        self._last_journal = await self._require_producer().send(
+            self.topics.journal, encode_journal(record), key=self._key
         )
+        pending.add(self._last_journal)
 
     def _apply(self, event: Event, ts: int, key: InputKey | None) -> None:
         try:
@@ -535,9 +609,22 @@ async def run_scheduler(
     topic_prefix: str = "",
     stop: asyncio.Event | None = None,
     topic_settings: TopicSettings | None = None,
+    *,
+    snapshot_records: int | None = None,
+    snapshot_seconds: float | None = None,
+    load_snapshots: bool = True,
 ) -> None:
     """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance."""
-    await Scheduler(bootstrap, cluster, topic_prefix, topic_settings=topic_settings).run(stop)
+    scheduler = Scheduler(
+        bootstrap,
+        cluster,
+        topic_prefix,
+        topic_settings=topic_settings,
+        snapshot_records=SNAPSHOT_RECORDS if snapshot_records is None else snapshot_records,
+        snapshot_seconds=SNAPSHOT_SECONDS if snapshot_seconds is None else snapshot_seconds,
+        load_snapshots=load_snapshots,
+    )
+    await scheduler.run(stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -548,6 +635,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cluster", default="default", help="cluster id (journal key)")
     parser.add_argument("--topic-prefix", default="", help="prefix for every topic name")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--snapshot-records", type=int, default=SNAPSHOT_RECORDS, help="0: no snapshots"
+    )
+    parser.add_argument("--snapshot-seconds", type=float, default=SNAPSHOT_SECONDS)
+    parser.add_argument("--ignore-snapshots", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -561,7 +653,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await run_scheduler(args.bootstrap, args.cluster, args.topic_prefix, stop)
+        await run_scheduler(
+            args.bootstrap,
+            args.cluster,
+            args.topic_prefix,
+            stop,
+            snapshot_records=args.snapshot_records,
+            snapshot_seconds=args.snapshot_seconds,
+            load_snapshots=not args.ignore_snapshots,
+        )
 
     asyncio.run(_main())
     return 0

@@ -28,7 +28,8 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.environ.get(BROKER_ENV, "maven") == "docker":
         yield from _docker_broker()
         return
-    from streams.broker import project_root, start_broker
+    from devtools.broker import start_broker
+    from devtools.kafka_home import project_root
 
     handle = start_broker(project_root(), data_dir=tmp_path_factory.mktemp("kafka"))
     try:

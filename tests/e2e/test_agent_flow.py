@@ -30,7 +30,7 @@ PREEMPT_FIELDS = {"type", "job", "node", "tasks", "attempt", "seq", "ts", "reaso
 
 def quotaflow_command() -> list[str]:
     script = Path(sys.executable).parent / "quotaflow"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "streams.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "cli"]
 
 
 @dataclass

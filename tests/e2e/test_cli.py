@@ -20,7 +20,7 @@ NO_BROKER = "127.0.0.1:1"
 
 def quotaflow(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).parent / "quotaflow"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "streams.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "cli"]
     return subprocess.run(
         [*command, *args],
         input=stdin.decode() if stdin is not None else None,

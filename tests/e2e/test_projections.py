@@ -49,7 +49,7 @@ def http(port: int, path: str) -> Any:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -62,9 +62,11 @@ class Projections:
     """`quotaflow projections` as a real process."""
 
     def __init__(self, bootstrap: str, topics: Topics, port: int, log: Path) -> None:
+        self.checkpoint = log.with_name("projections.checkpoint")
         self.args = [
-            sys.executable, "-m", "streams.cli", "projections",
+            sys.executable, "-m", "cli", "projections",
             "--bootstrap", bootstrap, "--topic-prefix", topics.prefix, "--port", str(port),
+            "--checkpoint", str(self.checkpoint), "--checkpoint-interval", "0.5",
         ]  # fmt: skip
         self.port = port
         self.log = log
@@ -98,6 +100,15 @@ class Projections:
 
         return await wait_for(
             probe, f"projections to fold up to seq {seq} (log: {self.log})", timeout_s=WAIT_S
+        )
+
+    async def checkpointed(self, seq: int) -> dict[str, Any]:
+        async def probe() -> dict[str, Any] | None:
+            health = http(self.port, "/health")
+            return health if health and health["checkpoint"]["seq"] == seq else None
+
+        return await wait_for(
+            probe, f"a checkpoint at seq {seq} (log: {self.log})", timeout_s=WAIT_S
         )
 
 
@@ -315,19 +326,132 @@ async def test_projections_api_cli_and_restart(kafka_bootstrap: str, tmp_path: P
         finally:
             await aborted.stop()
 
-        # -- kill and restart: the same views ---------------------------------------------------
+        # -- kill and restart: resumed from the checkpoint, the same views ----------------------
         paths = ["/queues", f"/jobs/{victim}", "/jobs/a0", "/nodes", "/usage?points=1", "/jobs"]
         first = {path: stable(http(port, path)) for path in paths}
+        await projections.checkpointed(last_seq)
         projections.kill()
         projections.start()
         again = await projections.caught_up(last_seq)
         assert again["seq"] == last_seq  # the aborted record was not read
         assert again["errors"] == []
+        assert again["resumed_from"]["seq"] == last_seq
+        assert again["read_since_start"]["journal"] == 0  # nothing before the checkpoint re-read
         second = {path: stable(http(port, path)) for path in paths}
         assert second == first
+
+        # -- the journal grows while it is down: a restart reads only the tail ------------------
+        projections.kill()
+        tail = [
+            JournalRecord(seq=last_seq + i, ts=records[-1].ts + 1000 * i, event=Tick())
+            for i in (1, 2, 3)
+        ]
+        writer = AIOKafkaProducer(
+            bootstrap_servers=kafka_bootstrap, transactional_id=f"test-tail-{uuid.uuid4().hex}"
+        )
+        await writer.start()
+        try:
+            async with writer.transaction():
+                for record in tail:
+                    await writer.send(topics.journal, encode_journal(record), key=b"default")
+        finally:
+            await writer.stop()
+        projections.start()
+        resumed = await projections.caught_up(last_seq + 3)
+        assert resumed["resumed_from"]["seq"] == last_seq
+        assert resumed["read_since_start"]["journal"] == 3
+        assert resumed["errors"] == [] and resumed["records"] == again["records"] + 3
+        third = {path: stable(http(port, path)) for path in paths}
+        await projections.checkpointed(last_seq + 3)
+
+        # -- a damaged checkpoint: set aside, the views rebuilt from offset 0, the same -----------
+        projections.stop()
+        projections.checkpoint.write_bytes(b"QUOTAFLOW-PROJECTIONS-CHECKPOINT\n{torn")
+        projections.start()
+        rebuilt = await projections.caught_up(last_seq + 3)
+        assert rebuilt["resumed_from"] is None and "header" in rebuilt["rebuilt_because"]
+        assert rebuilt["read_since_start"]["journal"] == len(records) + 3
+        assert {path: stable(http(port, path)) for path in paths} == third
     finally:
         projections.stop()
         await agent.stop()
+
+
+# -- a checkpoint of another journal under the same topic names -------------------------------------
+
+
+async def write_ticks(bootstrap: str, topic: str, seqs: range, *, apart: bool) -> None:
+    """Journal Ticks, committed in one transaction, or each in its own (`apart`)."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=f"test-ticks-{uuid.uuid4().hex}"
+    )
+    await producer.start()
+    try:
+        for group in [[seq] for seq in seqs] if apart else [list(seqs)]:
+            async with producer.transaction():
+                for seq in group:
+                    record = JournalRecord(seq=seq, ts=1_000 * seq, event=Tick())
+                    await producer.send(topic, encode_journal(record), key=b"default")
+    finally:
+        await producer.stop()
+
+
+async def recreate(bootstrap: str, topics: Topics) -> None:
+    """Deletes the journal and commands topics, waits until they are gone, creates them again."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    names = [topics.journal, topics.commands]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics(names)
+
+        async def gone() -> bool:
+            return not set(names) & set(await admin.list_topics())
+
+        await wait_for(gone, "the topics to be deleted", timeout_s=WAIT_S)
+    finally:
+        await admin.close()
+    await ensure_topics(bootstrap, topics)
+
+
+async def test_a_checkpoint_the_journal_does_not_continue_is_set_aside(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topics = Topics.for_prefix(f"proj-{uuid.uuid4().hex[:8]}.")
+    await ensure_topics(kafka_bootstrap, topics)
+    projections = Projections(kafka_bootstrap, topics, free_port(), tmp_path / "projections.log")
+    try:
+        # Given a checkpoint at seq 5 (records at offsets 0-4)
+        await write_ticks(kafka_bootstrap, topics.journal, range(1, 6), apart=False)
+        projections.start()
+        await projections.caught_up(5)
+        await projections.checkpointed(5)
+        projections.stop()
+
+        # When the topics are recreated with a shorter journal (its end before the checkpoint's offset)
+        await recreate(kafka_bootstrap, topics)
+        await write_ticks(kafka_bootstrap, topics.journal, range(1, 3), apart=False)
+        projections.start()
+        # Then the checkpoint is set aside and the view rebuilt from offset 0
+        health = await projections.caught_up(2)
+        assert health["seq"] == 2 and health["resumed_from"] is None
+        assert "beyond the end" in health["rebuilt_because"]
+        assert health["read_since_start"]["journal"] == 2
+        await projections.checkpointed(2)
+        projections.stop()
+
+        # When they are recreated again and the record at the checkpoint's offset is not seq 3
+        await recreate(kafka_bootstrap, topics)
+        await write_ticks(kafka_bootstrap, topics.journal, range(1, 7), apart=True)
+        projections.start()
+        # Then it is set aside too, and the whole new journal folded
+        health = await projections.caught_up(6)
+        assert health["seq"] == 6 and health["records"] == 6 and health["duplicates_skipped"] == 0
+        assert "the checkpoint expects 3" in health["rebuilt_because"]
+        assert health["errors"] == []
+    finally:
+        projections.stop()
 
 
 # -- whatif on the Alibaba trace ----------------------------------------------------------------------

@@ -23,7 +23,7 @@ SCENARIO = ROOT / "tests" / "scenarios" / "skeleton.jsonl"
 def quotaflow() -> list[str]:
     """The installed console script next to this interpreter, else the module."""
     script = Path(sys.executable).parent / "quotaflow"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "streams.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "cli"]
 
 
 def simulate(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from domain.commands import NodeCommand
 from domain.decider import accept
 from domain.events import Event, JournalRecord
-from projections.views import View
+from projections.view import View
 from tests.domain.harness import event
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
+from cli.view_sources import parse_time
 from domain.codec import encode_journal
-from projections.cli import parse_time
-from streams.cli import main
 from tests.domain.harness import job, node, queue
 from tests.projections.journal import Journal
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import orjson
 
 from projections import api
-from projections.views import View, build, jobs_view, queues_view, usage_view
+from projections.read_models import jobs_view, queues_view, usage_view
+from projections.view import View, build
 from tests.domain.harness import job, node, queue
 from tests.projections.journal import Journal
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from projections import whatif
+from projections import whatif, whatif_render
 from tests.domain.harness import job, node, queue
 from tests.projections.journal import Journal
 
@@ -40,7 +40,7 @@ def test_fifo_vs_round_robin_by_hand() -> None:
         0,
         -10,
     )
-    text = whatif.render(comparison)
+    text = whatif_render.render(comparison)
     assert "a3" in text and "6.7 -> 3.3" in text
 
 

@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.broker import create_topics
+from devtools.topics import create_topics
 from streams.topics import INGRESS, TOPICS
 
 
@@ -58,8 +58,10 @@ def test_topic_constants() -> None:
 
 @pytest.mark.kafka
 async def test_create_topics_is_idempotent(kafka_bootstrap: str) -> None:
-    await create_topics(kafka_bootstrap)
-    await create_topics(kafka_bootstrap)  # TopicAlreadyExists is not an error
+    await create_topics(kafka_bootstrap, dict.fromkeys(TOPICS, 1))
+    await create_topics(
+        kafka_bootstrap, dict.fromkeys(TOPICS, 1)
+    )  # TopicAlreadyExists is not an error
 
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     await admin.start()

@@ -1,0 +1,1 @@
+"""The `quotaflow` command line: one module per command group, on top of streams/, projections/ and devtools/."""

@@ -1,0 +1,116 @@
+"""`quotaflow kafka start / stop / status / topics`: the local broker and QuotaFlow's topics (I/O shell)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from cli.common import EXIT_NOT_RUNNING, _Parser, _positive_int, _topic_settings, resolve_bootstrap
+from streams import topics
+
+
+def register(
+    commands: Any, kafka_options: argparse.ArgumentParser, topic_options: argparse.ArgumentParser
+) -> None:
+    kafka = commands.add_parser("kafka", help="run a local single-node Kafka broker (no Docker)")
+    actions = kafka.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    start = actions.add_parser(
+        "start",
+        parents=[kafka_options],
+        help="start the broker in the background (or find the running one), create the topics, "
+        "print its bootstrap address",
+    )
+    start.add_argument("--data-dir", type=Path, help="broker data dir (default: .kafka/data)")
+    start.add_argument(
+        "--port", type=int, help="broker port (default: a free one, kept across restarts)"
+    )
+    start.add_argument("--no-topics", action="store_true", help="do not create QuotaFlow's topics")
+    start.set_defaults(handler=_kafka_start)
+    stop = actions.add_parser("stop", help="stop the broker started by `quotaflow kafka start`")
+    stop.set_defaults(handler=_kafka_stop)
+    status = actions.add_parser(
+        "status", help="print the running broker's bootstrap address (exit 3 when none runs)"
+    )
+    status.set_defaults(handler=_kafka_status)
+    create = actions.add_parser(
+        "topics",
+        parents=[kafka_options, topic_options],
+        help="create QuotaFlow's topics with their configuration (idempotent)",
+    )
+    create.add_argument(
+        "--command-partitions",
+        type=_positive_int,
+        default=1,
+        help="partitions of quotaflow.commands (agents read only their own; default 1)",
+    )
+    create.set_defaults(handler=_kafka_topics)
+
+
+def _root() -> Path:
+    from devtools.kafka_home import project_root
+
+    return project_root()
+
+
+def _kafka_start(args: argparse.Namespace) -> int:
+    from devtools.detached import ensure_broker, read_state
+    from streams.kafka_io import Topics, ensure_topics
+
+    root = _root()
+    before = read_state(root)
+    running = before is not None and before.is_alive()
+    handle = ensure_broker(root, data_dir=args.data_dir, port=args.port)
+    if running:
+        print(f"quotaflow: broker already running (pid {handle.pid})", file=sys.stderr)
+    else:
+        print(
+            f"quotaflow: broker started (pid {handle.pid}, log {handle.log_path})", file=sys.stderr
+        )
+    if not args.no_topics:
+        asyncio.run(ensure_topics(handle.bootstrap, Topics.for_prefix(args.topic_prefix)))
+    print(handle.bootstrap, flush=True)
+    return 0
+
+
+def _kafka_stop(args: argparse.Namespace) -> int:
+    from devtools.detached import read_state, stop_from_state
+
+    root = _root()
+    handle = read_state(root)
+    if stop_from_state(root):
+        print(f"stopped the broker at {handle.bootstrap if handle else '?'}")
+    else:
+        print("no broker was running")
+    return 0
+
+
+def _kafka_status(args: argparse.Namespace) -> int:
+    from devtools.detached import read_state
+
+    handle = read_state(_root())
+    if handle is None or not handle.is_alive():
+        print("not running")
+        return EXIT_NOT_RUNNING
+    print(handle.bootstrap)
+    return 0
+
+
+def _kafka_topics(args: argparse.Namespace) -> int:
+    from streams.kafka_io import Topics, ensure_topics
+
+    bootstrap = resolve_bootstrap(args.bootstrap)
+    settings = _topic_settings(args, command_partitions=args.command_partitions)
+    names = Topics.for_prefix(args.topic_prefix)
+    asyncio.run(ensure_topics(bootstrap, names, settings))
+    for logical in topics.TOPICS:
+        partitions = settings.partitions(logical)
+        config = settings.config(logical)
+        print(
+            f"{names.name(logical)} ({partitions} partition{'s' if partitions > 1 else ''}; "
+            f"cleanup.policy={config['cleanup.policy']}, retention.ms={config['retention.ms']})"
+        )
+    return 0

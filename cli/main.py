@@ -1,0 +1,148 @@
+"""The `quotaflow` command line: the composition root over streams/, projections/ and devtools/ (I/O shell).
+
+Every failure ends as one line on stderr and a non-zero exit code, never a traceback
+(set QUOTAFLOW_DEBUG=1 to see one). Producers validate with the scheduler's own codec
+before sending, so a mistake is reported at once; the scheduler validates again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from cli import agent, audit, cluster, jobs, kafka, queues, scheduler, schema, simulate, views
+from cli.common import (
+    BOOTSTRAP_ENV,
+    DEBUG_ENV,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    FALLBACK_BOOTSTRAP,
+    PREFIX_ENV,
+    CliError,
+    _Parser,
+    _positive_int,
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script `quotaflow`; returns the exit code."""
+    # The CLI reports failures itself, in one line; the clients' own log lines (and asyncio's
+    # "Unclosed ..." notes after a failed connection) would only repeat them.
+    if not os.environ.get(DEBUG_ENV):
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    try:
+        args = build_parser().parse_args(argv)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+        _silence_stdout()
+        return EXIT_ERROR
+    except SystemExit as exc:  # --help and --version exit through argparse
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    except CliError as exc:
+        return _fail(str(exc), exc.code)
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        return _fail(_describe(exc), EXIT_ERROR)
+
+
+def _fail(message: str, code: int) -> int:
+    text = message if message.startswith("quotaflow") else f"quotaflow: {message}"
+    print(_one_line(text), file=sys.stderr, flush=True)
+    return code
+
+
+def _one_line(text: str) -> str:
+    """Multi-line messages (e.g. a broker's log tail) keep their first and last lines."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else "quotaflow: failed"
+    return f"{lines[0]} ... {lines[-1][:300]}"
+
+
+def _describe(exc: BaseException) -> str:
+    from aiokafka.errors import KafkaConnectionError, KafkaError
+
+    from devtools.kafka_home import BrokerError
+    from streams.agent import AgentError
+    from streams.kafka_io import TopicConfigError
+
+    if isinstance(exc, TopicConfigError):
+        return f"scheduler: {exc}"
+    if isinstance(exc, BrokerError):
+        return f"broker: {exc}"
+    if isinstance(exc, AgentError):
+        return f"agent: {exc}"
+    if isinstance(exc, KafkaConnectionError):
+        return f"cannot reach Kafka: {exc} (is a broker running? try `quotaflow kafka start`)"
+    if isinstance(exc, KafkaError):
+        return f"Kafka error: {type(exc).__name__}: {exc}"
+    if isinstance(exc, TimeoutError):
+        return f"timed out talking to Kafka ({exc or 'no answer'}); is the broker up and are the topics created?"
+    return f"unexpected error: {type(exc).__name__}: {exc} (QUOTAFLOW_DEBUG=1 shows a traceback)"
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="quotaflow",
+        description="Event-sourced GPU cluster scheduler on Apache Kafka.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    kafka_options = _Parser(add_help=False)
+    kafka_options.add_argument(
+        "--bootstrap",
+        help=f"Kafka bootstrap address (default: ${BOOTSTRAP_ENV}, else the broker started by "
+        f"`quotaflow kafka start`, else {FALLBACK_BOOTSTRAP})",
+    )
+    kafka_options.add_argument(
+        "--topic-prefix",
+        default=os.environ.get(PREFIX_ENV, ""),
+        help=f"prefix of every topic name, to run several clusters on one broker (default: ${PREFIX_ENV} or none)",
+    )
+
+    topic_options = _Parser(add_help=False)
+    topic_options.add_argument(
+        "--replication-factor",
+        type=_positive_int,
+        default=1,
+        help="replicas of each topic it creates (default 1, a local broker; 3 in production)",
+    )
+    topic_options.add_argument(
+        "--min-insync-replicas",
+        type=_positive_int,
+        default=1,
+        help="min.insync.replicas of each topic it creates (default 1; 2 in production)",
+    )
+    kafka.register(commands, kafka_options, topic_options)
+    scheduler.register(commands, kafka_options, topic_options)
+    agent.register(commands, kafka_options)
+    jobs.register(commands, kafka_options)
+    queues.register(commands, kafka_options)
+    cluster.register(commands, kafka_options)
+    simulate.register(commands)
+    audit.register(commands, kafka_options)
+    schema.register(commands)
+    views.register(commands)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""`quotaflow scheduler`: runs the sequencer, the journal's only writer (I/O shell)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from cli.common import _run_until_signalled, _topic_settings, resolve_bootstrap
+
+
+def register(
+    commands: Any, kafka_options: argparse.ArgumentParser, topic_options: argparse.ArgumentParser
+) -> None:
+    scheduler = commands.add_parser(
+        "scheduler",
+        parents=[kafka_options, topic_options],
+        help="run the scheduler (the journal's only writer)",
+    )
+    scheduler.add_argument("--cluster", default="default", help="cluster id: the journal's key")
+    scheduler.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        help="scheduler log level on stderr (default INFO; DEBUG adds the Kafka client's warnings)",
+    )
+    scheduler.add_argument(
+        "--snapshot-records",
+        type=int,
+        default=None,
+        metavar="N",
+        help="write a state snapshot every N journal records (default 2000; 0: never)",
+    )
+    scheduler.add_argument(
+        "--snapshot-seconds",
+        type=float,
+        default=None,
+        metavar="T",
+        help="or every T seconds when records were journaled meanwhile (default 300)",
+    )
+    scheduler.add_argument(
+        "--ignore-snapshots",
+        action="store_true",
+        help="rebuild the state from the whole journal instead of the newest snapshot",
+    )
+    scheduler.set_defaults(handler=_scheduler)
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    from streams.sequencer import run_scheduler
+
+    bootstrap = resolve_bootstrap(args.bootstrap)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.log_level == "DEBUG":  # the Kafka client's retries and reconnects, when asked for
+        logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    settings = _topic_settings(args)
+    print(f"scheduler: cluster {args.cluster} on {bootstrap}", flush=True)
+    return _run_until_signalled(
+        lambda stop: run_scheduler(
+            bootstrap,
+            cluster=args.cluster,
+            topic_prefix=args.topic_prefix,
+            stop=stop,
+            snapshot_records=args.snapshot_records,
+            snapshot_seconds=args.snapshot_seconds,
+            load_snapshots=not args.ignore_snapshots,
+            topic_settings=settings,
+        )
+    )

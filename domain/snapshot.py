@@ -1,0 +1,344 @@
+"""State to canonical snapshot bytes and back, exactly as a fold would have left it (pure).
+
+A snapshot is the whole `State` as one JSON document (orjson, sorted keys). Everything the
+fold reads is in it, including what only affects *how* it iterates: dicts whose insertion
+order a cycle walks are written as lists of pairs in that order, heaps as their list layout,
+counters (`freed`, the node index's version) and per-group flags as they are. Sets are
+written sorted (the core never depends on a set's order). Derived indexes (the node index's
+sorted entries and free total, the timer set, each queue's quota spec) are rebuilt on load.
+So `decode(encode(s))` folds on exactly as `s` would, and encoding the two gives equal bytes.
+
+`FORMAT_VERSION` names the layout; a snapshot of another version is refused on load (the
+scheduler then falls back to an older snapshot or to the journal), never misread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any, TypeVar
+
+import orjson
+
+from domain.events import EVENT_TYPES, ClusterConfigured, JobSubmitted, QueueConfigured, Strict
+from domain.quota import QuotaSpec
+from domain.reasons import Reason
+from domain.resources import Resources
+from domain.state import Job, JobStatus, Node, NodeIndex, PendingIndex, Queue, State, Stopping
+
+__all__ = ["FORMAT_VERSION", "SnapshotError", "decode_state", "digest", "encode_state"]
+
+FORMAT_VERSION = 2  # 2: a job's pending reason is structured (domain.reasons)
+FORMAT = "quotaflow.state"
+
+# Fields rebuilt on load rather than written: derived from other fields.
+DERIVED_STATE = frozenset({"node_index", "timer_set"})
+DERIVED_QUEUE = frozenset({"quota", "policy", "preemption"})
+
+E = TypeVar("E", bound=Strict)
+
+
+class SnapshotError(ValueError):
+    """Bytes that are not a snapshot this code can load; the message says why."""
+
+
+def digest(body: bytes) -> str:
+    """The snapshot's hash as written next to it: sha256 of the canonical bytes, in hex."""
+    return hashlib.sha256(body).hexdigest()
+
+
+# -- encode -------------------------------------------------------------------------------
+
+
+def encode_state(state: State) -> bytes:
+    """The canonical bytes of `state`: equal states (as the fold sees them) give equal bytes."""
+    document = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "seq": state.seq,
+        "ts": state.ts,
+        "state": state_to_dict(state),
+    }
+    return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+
+
+def state_to_dict(state: State) -> dict[str, Any]:
+    return {
+        "cluster": _event(state.cluster),
+        "queues": [[key, _queue(queue)] for key, queue in state.queues.items()],
+        "nodes": [[key, _node(node)] for key, node in state.nodes.items()],
+        "jobs": [[key, _job(job)] for key, job in state.jobs.items()],
+        "ended_jobs": [[key, status.value] for key, status in state.ended_jobs.items()],
+        "node_index_version": state.node_index.version,
+        "capacity": _res(state.capacity),
+        "seq": state.seq,
+        "ts": state.ts,
+        "group_open": state.group_open,
+        "needs_cycle": state.needs_cycle,
+        "fair_share_stale": state.fair_share_stale,
+        "fair_share_dirty": sorted(state.fair_share_dirty),
+        "fair_share_full": state.fair_share_full,
+        "timers": [list(timer) for timer in state.timers],
+        "freed": state.freed,
+        "cancel_requests": sorted(state.cancel_requests),
+        "elastic_placed": sorted(state.elastic_placed),
+        "holders": sorted(state.holders),
+        "heartbeat_expiry": [list(entry) for entry in state.heartbeat_expiry],
+        "reconcile_requests": [
+            [node, sorted([job, attempt] for job, attempt in running)]
+            for node, running in state.reconcile_requests.items()
+        ],
+    }
+
+
+def _queue(queue: Queue) -> dict[str, Any]:
+    return {
+        "id": queue.id,
+        "parent": queue.parent,
+        "priority": queue.priority,
+        "config": _event(queue.config),
+        "children": list(queue.children),
+        "pending": [
+            [[interactive, priority], [list(entry) for entry in entries]]
+            for (interactive, priority), entries in queue.pending._lists.items()
+        ],
+        "running": sorted(queue.running),
+        "allocated": _res(queue.allocated),
+        "subtree_allocated": _res(queue.subtree_allocated),
+        "demand": _res(queue.demand),
+        "jobs": queue.jobs,
+        "fair_share": _floats(queue.fair_share),
+        "own_fair_share": _floats(queue.own_fair_share),
+        "capped_demand": _floats(queue.capped_demand),
+        "stopping": _res(queue.stopping),
+        "held": _res(queue.held),
+        "protected": _res(queue.protected),
+        "stopped_by": queue.stopped_by,
+        "stopped_policy": queue.stopped_policy,
+    }
+
+
+def _node(node: Node) -> dict[str, Any]:
+    return {
+        "id": node.id,
+        "capacity": _res(node.capacity),
+        "labels": [[key, value] for key, value in node.labels.items()],
+        "last_heartbeat_ts": node.last_heartbeat_ts,
+        "allocated": _res(node.allocated),
+        "held": _res(node.held),
+        "stopping": _res(node.stopping),
+        "lost": node.lost,
+        "jobs": [[key, tasks] for key, tasks in node.jobs.items()],
+        "instance": node.instance,
+        "incarnation": node.incarnation,
+    }
+
+
+def _job(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "queue": job.queue,
+        "priority": job.priority,
+        "module": job.module,
+        "interactive": job.interactive,
+        "preemptible": job.preemptible,
+        "tasks": job.tasks,
+        "min_tasks": job.min_tasks,
+        "per_task": _res(job.per_task),
+        "node_selector": [list(pair) for pair in job.node_selector],
+        "order": job.order,
+        "submitted_ts": job.submitted_ts,
+        "spec": _event(job.spec),
+        "status": job.status.value,
+        "attempt": job.attempt,
+        "placements": [[key, tasks] for key, tasks in job.placements.items()],
+        "stopping": [
+            [key, [stop.attempt, stop.tasks, stop.requeue]] for key, stop in job.stopping.items()
+        ],
+        "started_ts": job.started_ts,
+        "started_nodes": sorted(job.started_nodes),
+        "blocked_since": job.blocked_since,
+        "pending_reason": None if job.pending_reason is None else job.pending_reason.to_wire(),
+        "held": [[key, _res(amount)] for key, amount in job.held.items()],
+        "awaiting": sorted(job.awaiting),
+        "displaced_by": [[key, rule] for key, rule in job.displaced_by.items()],
+        "failed_on": job.failed_on,
+        "finishing": job.finishing,
+    }
+
+
+def _event(event: Strict) -> dict[str, Any]:
+    return event.model_dump(mode="json", exclude_none=False)
+
+
+def _res(amount: Resources) -> list[int]:
+    return [amount.gpu, amount.cpu, amount.memory]
+
+
+def _floats(values: tuple[float, float, float]) -> list[float | str]:
+    # JSON has no infinity or NaN (orjson would write null): keep them exact as text.
+    return [value if math.isfinite(value) else repr(value) for value in values]
+
+
+# -- decode -------------------------------------------------------------------------------
+
+
+def decode_state(body: bytes) -> State:
+    """The state a snapshot captured; raises SnapshotError on anything it cannot trust."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise SnapshotError(f"not valid JSON: {exc}") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise SnapshotError("not a quotaflow state snapshot")
+    version = document.get("version")
+    if version != FORMAT_VERSION:
+        raise SnapshotError(
+            f"snapshot format version {version!r}; this code reads {FORMAT_VERSION}"
+        )
+    try:
+        return state_from_dict(document["state"])
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise SnapshotError(f"snapshot does not decode: {exc!r}") from None
+
+
+def state_from_dict(data: dict[str, Any]) -> State:
+    state = State(
+        cluster=_model(data["cluster"], ClusterConfigured),
+        queues={key: _load_queue(value) for key, value in data["queues"]},
+        nodes={key: _load_node(value) for key, value in data["nodes"]},
+        jobs={key: _load_job(value) for key, value in data["jobs"]},
+        ended_jobs={key: JobStatus(value) for key, value in data["ended_jobs"]},
+        capacity=_load_res(data["capacity"]),
+        seq=int(data["seq"]),
+        ts=int(data["ts"]),
+        group_open=bool(data["group_open"]),
+        needs_cycle=bool(data["needs_cycle"]),
+        fair_share_stale=bool(data["fair_share_stale"]),
+        fair_share_dirty=set(data["fair_share_dirty"]),
+        fair_share_full=bool(data["fair_share_full"]),
+        timers=[(int(due), str(kind), str(ident)) for due, kind, ident in data["timers"]],
+        freed=int(data["freed"]),
+        cancel_requests=set(data["cancel_requests"]),
+        elastic_placed=set(data["elastic_placed"]),
+        holders=set(data["holders"]),
+        heartbeat_expiry=[(int(due), str(node)) for due, node in data["heartbeat_expiry"]],
+        reconcile_requests={
+            str(node): frozenset((str(job), int(attempt)) for job, attempt in running)
+            for node, running in data["reconcile_requests"]
+        },
+    )
+    state.timer_set = set(state.timers)
+    state.node_index = _load_node_index(state, int(data["node_index_version"]))
+    return state
+
+
+def _load_node_index(state: State, version: int) -> NodeIndex:
+    index = NodeIndex()
+    for node in state.nodes.values():
+        index.update(node)  # lost nodes are left out, as the fold leaves them out
+    index.version = version
+    return index
+
+
+def _load_queue(data: dict[str, Any]) -> Queue:
+    config = _model(data["config"], QueueConfigured)
+    pending = PendingIndex()
+    for (interactive, priority), entries in data["pending"]:
+        keys = [(int(order), str(job_id)) for order, job_id in entries]
+        pending._lists[(bool(interactive), int(priority))] = keys
+        pending._size += len(keys)
+    return Queue(
+        id=data["id"],
+        parent=data["parent"],
+        priority=int(data["priority"]),
+        quota=QuotaSpec.from_config(config),
+        policy=config.policy,
+        preemption=config.preemption,
+        config=config,
+        children=list(data["children"]),
+        pending=pending,
+        running=set(data["running"]),
+        allocated=_load_res(data["allocated"]),
+        subtree_allocated=_load_res(data["subtree_allocated"]),
+        demand=_load_res(data["demand"]),
+        jobs=int(data["jobs"]),
+        fair_share=_load_floats(data["fair_share"]),
+        own_fair_share=_load_floats(data["own_fair_share"]),
+        capped_demand=_load_floats(data["capped_demand"]),
+        stopping=_load_res(data["stopping"]),
+        held=_load_res(data["held"]),
+        protected=_load_res(data["protected"]),
+        stopped_by=data["stopped_by"],
+        stopped_policy=data["stopped_policy"],
+    )
+
+
+def _load_node(data: dict[str, Any]) -> Node:
+    return Node(
+        id=data["id"],
+        capacity=_load_res(data["capacity"]),
+        labels={key: value for key, value in data["labels"]},
+        last_heartbeat_ts=int(data["last_heartbeat_ts"]),
+        allocated=_load_res(data["allocated"]),
+        held=_load_res(data["held"]),
+        stopping=_load_res(data["stopping"]),
+        lost=bool(data["lost"]),
+        jobs={key: int(tasks) for key, tasks in data["jobs"]},
+        instance=data["instance"],
+        incarnation=int(data["incarnation"]),
+    )
+
+
+def _load_job(data: dict[str, Any]) -> Job:
+    return Job(
+        id=data["id"],
+        queue=data["queue"],
+        priority=int(data["priority"]),
+        module=data["module"],
+        interactive=bool(data["interactive"]),
+        preemptible=bool(data["preemptible"]),
+        tasks=int(data["tasks"]),
+        min_tasks=int(data["min_tasks"]),
+        per_task=_load_res(data["per_task"]),
+        node_selector=tuple((str(key), str(value)) for key, value in data["node_selector"]),
+        order=int(data["order"]),
+        submitted_ts=int(data["submitted_ts"]),
+        spec=_model(data["spec"], JobSubmitted),
+        status=JobStatus(data["status"]),
+        attempt=int(data["attempt"]),
+        placements={key: int(tasks) for key, tasks in data["placements"]},
+        stopping={
+            key: Stopping(int(attempt), int(tasks), bool(requeue))
+            for key, (attempt, tasks, requeue) in data["stopping"]
+        },
+        started_ts=data["started_ts"],
+        started_nodes=set(data["started_nodes"]),
+        blocked_since=data["blocked_since"],
+        pending_reason=_load_reason(data["pending_reason"]),
+        held={key: _load_res(amount) for key, amount in data["held"]},
+        awaiting=set(data["awaiting"]),
+        displaced_by={key: rule for key, rule in data["displaced_by"]},
+        failed_on=data["failed_on"],
+        finishing=bool(data["finishing"]),
+    )
+
+
+def _model(data: dict[str, Any], cls: type[E]) -> E:
+    if EVENT_TYPES.get(str(data.get("type"))) is not cls:
+        raise ValueError(f"expected a {cls.__name__}, got {data.get('type')!r}")
+    return cls.model_validate(data)
+
+
+def _load_res(values: list[int]) -> Resources:
+    gpu, cpu, memory = values
+    return Resources(int(gpu), int(cpu), int(memory))
+
+
+def _load_floats(values: list[float | str]) -> tuple[float, float, float]:
+    first, second, third = (float(value) for value in values)
+    return (first, second, third)
+
+
+def _load_reason(data: Any) -> Reason | None:
+    return None if data is None else Reason.from_wire(data)
