@@ -26,7 +26,15 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
         "agent", parents=[kafka_options], help="run a node agent: heartbeats, runs dispatched jobs"
     )
     agent.add_argument("--node", required=True, help="this node's id (its key on the topics)")
-    agent.add_argument("--gpu", type=_non_negative_float, default=8, help="GPU devices (default 8)")
+    agent.add_argument(
+        "--gpu",
+        type=_non_negative_int,
+        help="GPU devices, numbered 0..N-1 (default: what nvidia-smi lists, else 8)",
+    )
+    agent.add_argument("--gpu-model", help="the devices' model, e.g. a100 (with --gpu)")
+    agent.add_argument(
+        "--gpu-memory", type=_non_negative_int, metavar="MB", help="each device's memory in MB"
+    )
     agent.add_argument(
         "--cpu", type=_non_negative_int, default=64000, help="millicores (default 64000)"
     )
@@ -72,10 +80,19 @@ def _agent(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
 
+    from streams.agent_devices import declared, detect
+
+    detected = None if args.gpu is not None else detect()
+    if detected is not None and (args.gpu_model or args.gpu_memory):
+        raise CliError("agent: --gpu-model and --gpu-memory go with --gpu N", EXIT_USAGE)
+    devices = detected or declared(
+        8 if args.gpu is None else args.gpu, args.gpu_model, args.gpu_memory
+    )
     config = AgentConfig(
         bootstrap=resolve_bootstrap(args.bootstrap),
         node=args.node,
-        gpu=args.gpu,
+        gpu=len(devices),
+        devices=tuple(devices),
         cpu=args.cpu,
         memory=args.memory,
         labels=parse_pairs(args.label, "--label"),

@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from domain.agent import AgentModel, Outcome, Reaction, Run
 from domain.commands import Dispatch, Preempt
-from domain.events import NodeHeartbeat, Strict
+from domain.events import JobFinished, NodeHeartbeat, Strict
 from streams import topics
 from streams.agent_config import AgentConfig as AgentConfig
 from streams.agent_config import default_state_dir
@@ -255,6 +255,8 @@ class Agent:
         report = self.model.finish(run, outcome)
         if report is None:  # stopped or replaced meanwhile: its Preempt answered for it
             return
+        if self.config.exec_jobs and "exit_code" in JobFinished.model_fields:
+            report = report.model_copy(update={"exit_code": ended.code, "reason": ended.reason})
         await self._send(report)
         self.say(f"{message} -> {outcome}")
 

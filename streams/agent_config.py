@@ -13,6 +13,7 @@ from aiokafka.partitioner import murmur2
 from domain.codec import decode_ingress
 from domain.events import NodeHeartbeat
 from streams import topics
+from streams.agent_devices import Gpu
 from streams.kafka_io import Topics
 
 KILL_GRACE_S = 10.0
@@ -41,6 +42,7 @@ class AgentConfig:
     topic_prefix: str = ""
     kill_grace_s: float = KILL_GRACE_S
     state_dir: Path | None = None  # None: default_state_dir()
+    devices: tuple[Gpu, ...] = ()  # reported in the heartbeat when known
 
     def topic(self, name: str) -> str:
         return Topics.for_prefix(self.topic_prefix).name(name)
@@ -62,11 +64,23 @@ class AgentConfig:
             body["incarnation"] = incarnation
         body["capacity"] = {"gpu": self.gpu, "cpu": self.cpu, "memory": self.memory}
         body["labels"] = self.labels
+        if self.devices and "devices" in NodeHeartbeat.model_fields:
+            # Only where the contract has the field: a scheduler refuses unknown fields.
+            body["devices"] = [_device(gpu) for gpu in self.devices]
         if running is not None:
             body["running"] = [{"job": job, "attempt": attempt} for job, attempt in running]
         event = decode_ingress(topics.NODES, orjson.dumps(body))
         assert isinstance(event, NodeHeartbeat)
         return event
+
+
+def _device(gpu: Gpu) -> dict[str, Any]:
+    body: dict[str, Any] = {"index": gpu.index}
+    if gpu.model is not None:
+        body["model"] = gpu.model
+    if gpu.memory is not None:
+        body["memory"] = gpu.memory
+    return body
 
 
 def partition_for(key: str, partitions: int) -> int:
