@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 65536
+DRAIN_S = 5.0  # how long output is still read once the process group is gone
 POLL_S = 0.05
 
 Sink = Callable[[str, bytes], None]  # (stream name, bytes read)
@@ -95,7 +96,7 @@ class TaskProcess:
 
     async def wait(self, leftover_grace_s: float) -> Exit:
         """Waits for the command to end, stops what it left in its group, drains its output."""
-        returncode = await self.process.wait()
+        returncode = await self._exited()
         if group_alive(self.pid):
             await stop_group(self.pid, leftover_grace_s)
         await self._drain()
@@ -104,12 +105,25 @@ class TaskProcess:
     async def stop(self, grace_s: float) -> None:
         """SIGTERM to the group, SIGKILL after `grace_s`; returns once the group is gone."""
         self.stopped_by = await stop_group(self.pid, grace_s)
-        await self.process.wait()
+        await self._exited()
         await self._drain()
 
+    async def _exited(self) -> int:
+        """The command's exit status, as soon as it is reaped. (asyncio's own wait() also
+        waits for the pipes to close, which a process outside the group may hold open.)"""
+        while self.process.returncode is None:
+            await asyncio.sleep(POLL_S)
+        return self.process.returncode
+
     async def _drain(self) -> None:
-        # Once the group is gone nobody holds the pipes' write ends: the readers reach EOF.
+        # Once the group is gone nobody holds the pipes' write ends and the readers reach EOF,
+        # unless a process that left the group (setsid) still does: it is not waited for.
+        _, pending = await asyncio.wait(self._readers, timeout=DRAIN_S)
+        for reader in pending:
+            reader.cancel()
         await asyncio.gather(*self._readers, return_exceptions=True)
+        if not pending:  # the pipes are closed: let asyncio finish with the process
+            await self.process.wait()
 
 
 async def _pump(stream: asyncio.StreamReader, name: str, sink: Sink) -> None:
