@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 from aiokafka import TopicPartition
 
+from streams.agent_config import partition_for
 from streams.kafka_io import partitions_of, read_committed_consumer
 
 POLL_MS = 300
@@ -100,7 +101,9 @@ async def print_logs(
     consumer = read_committed_consumer(bootstrap)
     await consumer.start()
     try:
-        partitions = await partitions_of(bootstrap, [topic])
+        every = await partitions_of(bootstrap, [topic])
+        # Keyed by job: only the partition the key hashes to holds its records.
+        partitions = [every[partition_for(job, len(every))]]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)
