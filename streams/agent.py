@@ -255,8 +255,10 @@ class Agent:
         report = self.model.finish(run, outcome)
         if report is None:  # stopped or replaced meanwhile: its Preempt answered for it
             return
-        if self.config.exec_jobs and "exit_code" in JobFinished.model_fields:
-            report = report.model_copy(update={"exit_code": ended.code, "reason": ended.reason})
+        if self.config.exec_jobs:  # a process's end: its exit code and signal
+            report = JobFinished(
+                **{**report.model_dump(), "exit_code": ended.code, "reason": ended.reason}
+            )
         await self._send(report)
         self.say(f"{message} -> {outcome}")
 

@@ -64,8 +64,7 @@ class AgentConfig:
             body["incarnation"] = incarnation
         body["capacity"] = {"gpu": self.gpu, "cpu": self.cpu, "memory": self.memory}
         body["labels"] = self.labels
-        if self.devices and "devices" in NodeHeartbeat.model_fields:
-            # Only where the contract has the field: a scheduler refuses unknown fields.
+        if self.devices:
             body["devices"] = [_device(gpu) for gpu in self.devices]
         if running is not None:
             body["running"] = [{"job": job, "attempt": attempt} for job, attempt in running]

@@ -194,9 +194,10 @@ def launch_of(command: dict[str, Any]) -> Launch:
         tuple(str(d) for d in (task if isinstance(task, list) else [task])) for task in devices
     )
     resources = command.get("resources") or {}
+    fraction = command.get("gpu_fraction")
     grace = command.get("preempt_grace_s")
     return Launch(
         devices=per_task,
-        gpu=float(resources.get("gpu", 0) or 0),
+        gpu=float(fraction if fraction is not None else resources.get("gpu", 0) or 0),
         grace_s=None if grace is None else float(grace),
     )
