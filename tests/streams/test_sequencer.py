@@ -198,7 +198,8 @@ async def test_restart_rebuilds_state_and_keeps_numbering(kafka_bootstrap: str) 
 
     async with running_scheduler(kafka_bootstrap, topics, cluster) as second:
         await wait_for(lambda: _true_after_start(second), "the second scheduler to start")
-        assert second.state.seq >= seq_before
+        # Its clients exist before it has rebuilt: wait for the rebuild, not just the start.
+        await wait_for(lambda: _rebuilt(second, seq_before), "the second scheduler's rebuild")
         assert "job-1" in second.state.jobs  # state came back from the journal
         # job-2 cannot fit next to job-1 (6 + 6 > 8 GPUs) only if job-1 is still known to run.
         await produce(kafka_bootstrap, topics.jobs, [job("job-2", gpu=6)], key="job-2")
@@ -220,6 +221,10 @@ async def test_restart_rebuilds_state_and_keeps_numbering(kafka_bootstrap: str) 
 
 async def _true_after_start(scheduler: Scheduler) -> bool:
     return scheduler._producer is not None and scheduler._consumer is not None
+
+
+async def _rebuilt(scheduler: Scheduler, seq: int) -> bool:
+    return scheduler.state.seq >= seq
 
 
 # --- the replay audit, pure: no broker --------------------------------------------------
