@@ -129,14 +129,9 @@ def validate(topic: str, body: dict[str, Any]) -> Event:
 
 
 async def _send(bootstrap: str, topic: str, messages: list[tuple[str, bytes]]) -> None:
-    from aiokafka import AIOKafkaProducer
+    from streams.kafka_io import idempotent_producer
 
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        enable_idempotence=True,
-        request_timeout_ms=int(SEND_TIMEOUT_S * 1000),
-    )
+    producer = idempotent_producer(bootstrap, request_timeout_ms=int(SEND_TIMEOUT_S * 1000))
     try:
         await asyncio.wait_for(producer.start(), SEND_TIMEOUT_S)
         partitions = await asyncio.wait_for(producer.partitions_for(topic), SEND_TIMEOUT_S)

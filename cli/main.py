@@ -25,6 +25,7 @@ from cli.common import (
     _Parser,
     _positive_int,
 )
+from cli.security import add_kafka_security, apply_kafka_security
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     try:
         args = build_parser().parse_args(argv)
+        apply_kafka_security(args)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except KeyboardInterrupt:
@@ -117,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get(PREFIX_ENV, ""),
         help=f"prefix of every topic name, to run several clusters on one broker (default: ${PREFIX_ENV} or none)",
     )
+    add_kafka_security(kafka_options)
 
     topic_options = _Parser(add_help=False)
     topic_options.add_argument(

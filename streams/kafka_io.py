@@ -18,13 +18,23 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from streams import topics as names
+from streams.kafka_security import (
+    SECURITY_ENV,
+    KafkaSecurity,
+    current_security,
+    security_options,
+    use_security,
+)
 
 __all__ = [
+    "SECURITY_ENV",
     "TOPIC_CONFIGS",
+    "KafkaSecurity",
     "TopicConfigError",
     "TopicSettings",
     "Topics",
     "check_retention",
+    "current_security",
     "dumps",
     "ensure_topics",
     "idempotent_producer",
@@ -32,7 +42,9 @@ __all__ = [
     "now_ms",
     "read_committed_consumer",
     "read_to_end",
+    "security_options",
     "transactional_producer",
+    "use_security",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,6 +107,13 @@ class Topics:
         return tuple(self.name(topic) for topic in names.TOPICS)
 
 
+def admin_client(bootstrap: str, security: KafkaSecurity | None = None, **options: Any) -> Any:
+    """An aiokafka admin client with the process's security settings."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **security_options(security), **options)
+
+
 def now_ms() -> int:
     """Wall-clock milliseconds since the Unix epoch: the only clock the scheduler reads."""
     return time.time_ns() // 1_000_000
@@ -147,7 +166,7 @@ async def ensure_topics(
 ) -> None:
     """Creates the prefixed QuotaFlow topics, with their configuration, unless they exist
     (idempotent: an existing topic is left as it is; the scheduler checks what it needs)."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin import NewTopic
 
     settings = settings or TopicSettings()
     wanted = [
@@ -159,7 +178,7 @@ async def ensure_topics(
         )
         for logical in names.TOPICS
     ]
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    admin = admin_client(bootstrap, request_timeout_ms=30_000)
     await admin.start()
     try:
         response = await admin.create_topics(wanted)
@@ -182,11 +201,10 @@ class TopicConfigError(RuntimeError):
 
 async def topic_configs(bootstrap: str, topic_names: Iterable[str]) -> dict[str, dict[str, str]]:
     """The effective configuration of each existing topic (missing topics are left out)."""
-    from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     wanted = list(topic_names)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = admin_client(bootstrap)
     await admin.start()
     try:
         responses = await admin.describe_configs(
@@ -238,10 +256,13 @@ async def check_retention(bootstrap: str, topics: Topics) -> None:
         )
 
 
-def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
+def transactional_producer(
+    bootstrap: str, transactional_id: str, security: KafkaSecurity | None = None
+) -> AIOKafkaProducer:
     """A producer whose writes commit or vanish together; a newer one with the same id fences it."""
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
+        **security_options(security),
         transactional_id=transactional_id,
         enable_idempotence=True,
         acks="all",
@@ -249,15 +270,26 @@ def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaPro
     )
 
 
-def idempotent_producer(bootstrap: str) -> AIOKafkaProducer:
+def idempotent_producer(
+    bootstrap: str, security: KafkaSecurity | None = None, **options: Any
+) -> AIOKafkaProducer:
     """A plain producer for ingress writers (clients, agents, tests): no duplicates on retry."""
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        **security_options(security),
+        **options,
+    )
 
 
-def read_committed_consumer(bootstrap: str, group_id: str | None = None) -> AIOKafkaConsumer:
+def read_committed_consumer(
+    bootstrap: str, group_id: str | None = None, security: KafkaSecurity | None = None
+) -> AIOKafkaConsumer:
     """A consumer that never sees aborted transactions and commits only when told to."""
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
+        **security_options(security),
         group_id=group_id,
         isolation_level="read_committed",
         enable_auto_commit=False,
@@ -267,12 +299,10 @@ def read_committed_consumer(bootstrap: str, group_id: str | None = None) -> AIOK
 
 async def partitions_of(bootstrap: str, topics: Iterable[str]) -> list[TopicPartition]:
     """Every partition of the topics, sorted; waits briefly for metadata of new topics."""
-    from aiokafka.admin import AIOKafkaAdminClient
-
     wanted = list(topics)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = admin_client(bootstrap)
     await admin.start()
     try:
         while True:
