@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.errors import TopicAuthorizationFailedError
 
 from streams import topics as names
 from streams.kafka_security import (
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_NOT_AUTHORIZED = 29  # TOPIC_AUTHORIZATION_FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,10 @@ class Topics:
     @property
     def jobs(self) -> str:
         return self.name(names.JOBS)
+
+    def team_jobs(self, team: str) -> str:
+        """A team's own job topic, ``quotaflow.jobs.<team>`` (docs/kafka.md, per-team topics)."""
+        return f"{self.jobs}.{team}"
 
     @property
     def nodes(self) -> str:
@@ -162,10 +168,14 @@ class TopicSettings:
 
 
 async def ensure_topics(
-    bootstrap: str, topics: Topics, settings: TopicSettings | None = None
+    bootstrap: str,
+    topics: Topics,
+    settings: TopicSettings | None = None,
+    teams: Iterable[str] = (),
 ) -> None:
     """Creates the prefixed QuotaFlow topics, with their configuration, unless they exist
-    (idempotent: an existing topic is left as it is; the scheduler checks what it needs)."""
+    (idempotent: an existing topic is left as it is; the scheduler checks what it needs).
+    ``teams`` adds each team's job topic, configured as ``quotaflow.jobs``."""
     from aiokafka.admin import NewTopic
 
     settings = settings or TopicSettings()
@@ -177,6 +187,14 @@ async def ensure_topics(
             topic_configs=settings.config(logical),
         )
         for logical in names.TOPICS
+    ] + [
+        NewTopic(
+            topics.team_jobs(team),
+            1,
+            settings.replication_factor,
+            topic_configs=settings.config(names.JOBS),
+        )
+        for team in sorted(set(teams))
     ]
     admin = admin_client(bootstrap, request_timeout_ms=30_000)
     await admin.start()
@@ -188,6 +206,9 @@ async def ensure_topics(
             for entry in response.topic_errors
             if entry[1] not in (0, 36)  # no error, TOPIC_ALREADY_EXISTS
         ]
+        refused = sorted(entry[0] for entry in response.topic_errors if entry[1] == _NOT_AUTHORIZED)
+        if refused:
+            raise TopicAuthorizationFailedError(", ".join(refused))
         if failures:
             raise RuntimeError("could not create topics: " + "; ".join(failures))
     finally:
@@ -312,6 +333,9 @@ async def partitions_of(bootstrap: str, topics: Iterable[str]) -> list[TopicPart
                 for entry in described
                 if entry["error_code"] == 0 and entry["partitions"]
             }
+            refused = [e["topic"] for e in described if e["error_code"] == _NOT_AUTHORIZED]
+            if refused:
+                raise TopicAuthorizationFailedError(", ".join(sorted(refused)))
             missing = [topic for topic in wanted if topic not in found]
             if not missing:
                 return sorted(
