@@ -1,14 +1,15 @@
 """A secured broker end to end: TLS, SCRAM users per role, ACLs, per-team job topics, the API token.
 
-One secured broker (``devtools.security``) is started for this module only; the roles' ACLs
-are granted as ``quotaflow kafka start --secure`` grants them, and real ``quotaflow``
-processes connect as each role's user through the standard environment variables.
+One secured broker is started for this module only, with ``quotaflow kafka start --secure``
+under its own ``QUOTAFLOW_HOME``; real ``quotaflow`` processes connect as each role's user
+with what ``quotaflow kafka env USER`` exports.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -17,14 +18,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from devtools.security import ADMIN_USER, SecureSetup, prepare, producer_user
+from devtools.security import ADMIN_USER
 from streams.kafka_io import KafkaSecurity, Topics, read_to_end, use_security
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka]
@@ -49,36 +50,41 @@ resources: {gpu: {quota: 4}}
 
 @dataclass
 class Secured:
-    bootstrap: str
-    setup: SecureSetup
-    logs: Path
+    """The broker of `quotaflow kafka start --secure`, run under its own QUOTAFLOW_HOME."""
 
-    def security(self, user: str) -> KafkaSecurity:
-        return KafkaSecurity(
-            protocol="SASL_SSL",
-            sasl_mechanism="SCRAM-SHA-512",
-            username=user,
-            password=self.setup.passwords[user],
-            ca_file=str(self.setup.ca_file),
-        )
+    home: Path
+    logs: Path
+    bootstrap: str = ""
+    users: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def base_env(self) -> dict[str, str]:
+        return {"PATH": "/usr/bin:/bin", "HOME": str(self.logs), "QUOTAFLOW_HOME": str(self.home)}
 
     def env(self, user: str) -> dict[str, str]:
-        return {
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(self.logs),
-            "QUOTAFLOW_BOOTSTRAP": self.bootstrap,
-            **self.security(user).environment(),
-        }
+        """What `eval "$(quotaflow kafka env USER)"` exports, read once per user."""
+        if user not in self.users:
+            printed = self.run(None, "kafka", "env", user)
+            assert printed.returncode == 0, printed.stderr
+            exports = [line.removeprefix("export ") for line in printed.stdout.splitlines()]
+            pairs = (line.split("=", 1) for line in exports)
+            self.users[user] = {name: shlex.split(value)[0] for name, value in pairs}
+        return self.users[user]
+
+    def security(self, user: str) -> KafkaSecurity:
+        env = self.env(user)
+        return KafkaSecurity.from_env({k: v for k, v in env.items() if k != "QUOTAFLOW_TEAM"})
 
     def run(
-        self, user: str, *args: str, extra_env: dict[str, str] | None = None
+        self, user: str | None, *args: str, extra_env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
+        env = self.base_env() | (self.env(user) if user else {})
+        env.pop("QUOTAFLOW_TEAM", None)  # tests say which topic they write to
         return subprocess.run(
             [*quotaflow_command(), *args],
             capture_output=True,
             text=True,
             cwd=self.logs,
-            env=self.env(user) | (extra_env or {}),
+            env=env | (extra_env or {}),
             timeout=WAIT_S,
             check=False,
         )
@@ -90,7 +96,7 @@ class Secured:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.logs,
-                env=self.env(user),
+                env=self.base_env() | self.env(user),
                 start_new_session=True,
             )
 
@@ -132,31 +138,22 @@ def wait_for(check: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    """A secured broker with QuotaFlow's topics and ACLs, and a scheduler running as its user."""
-    from devtools.broker import start_broker
-    from devtools.kafka_home import project_root
-    from streams.acls import grant, role_acls
-    from streams.kafka_io import ensure_topics
+    """`quotaflow kafka start --secure` with two teams, and a scheduler running as its user."""
+    from devtools.kafka_home import ensure_jars, project_root
 
-    data_dir = tmp_path_factory.mktemp("secure-kafka")
-    setup = prepare(data_dir, TEAMS)
-    handle = start_broker(project_root(), data_dir=data_dir, secure=setup, timeout_s=180)
-    cluster = Secured(handle.bootstrap, setup, tmp_path_factory.mktemp("secure-logs"))
-    admin = cluster.security(ADMIN_USER)
+    home = tmp_path_factory.mktemp("secure-home")
+    # Its own QUOTAFLOW_HOME keeps it apart from a developer's broker; the jars are shared.
+    (home / ".kafka").mkdir()
+    (home / ".kafka" / "libs").symlink_to(ensure_jars(project_root()))
+    cluster = Secured(home, tmp_path_factory.mktemp("secure-logs"))
+    started = cluster.run(
+        None, "kafka", "start", "--secure", "--team", "team-a", "--team", "team-b"
+    )
+    assert started.returncode == 0, started.stderr
+    cluster.bootstrap = started.stdout.strip()
     topics = Topics.for_prefix("")
-
-    async def provision() -> None:
-        use_security(admin)
-        try:
-            await ensure_topics(handle.bootstrap, topics, teams=TEAMS)
-            producers = {team: producer_user(team) for team in TEAMS}
-            await grant(handle.bootstrap, role_acls(topics, TEAMS, producers), admin)
-        finally:
-            use_security(None)
-
     scheduler = None
     try:
-        asyncio.run(provision())
         scheduler = cluster.start(
             "scheduler", "scheduler", "scheduler", "--team", "team-a", "--team", "team-b"
         )
@@ -170,7 +167,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     finally:
         if scheduler is not None:
             stop(scheduler)
-        handle.stop()
+        cluster.run(None, "kafka", "stop")
 
 
 def write(directory: Path, text: str) -> Path:
