@@ -31,7 +31,7 @@ _HELP = {
     "protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (default: inferred from the others)",
     "sasl_mechanism": "SCRAM-SHA-512 (default), SCRAM-SHA-256 or PLAIN",
     "username": "SASL user",
-    "password": "SASL password (prefer $QUOTAFLOW_KAFKA_PASSWORD or --kafka-password-file)",
+    "password": "SASL password (prefer $QUOTAFLOW_SECURITY_PASSWORD or --kafka-password-file)",
     "ca_file": "PEM file of the CA that signed the brokers' certificates",
     "cert_file": "PEM client certificate (TLS client authentication)",
     "key_file": "PEM key of the client certificate",
@@ -39,7 +39,7 @@ _HELP = {
 
 
 def add_kafka_security(parser: argparse.ArgumentParser) -> None:
-    """Adds the standard Kafka security flags (defaults: the QUOTAFLOW_KAFKA_* environment)."""
+    """Adds the standard Kafka security flags (defaults: the QUOTAFLOW_SECURITY_* environment)."""
     from streams.kafka_security import SECURITY_ENV
 
     group = parser.add_argument_group("Kafka security (default: the environment)")

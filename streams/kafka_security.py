@@ -15,13 +15,13 @@ from typing import Any
 
 # The environment variables every client reads when no flag or config file says otherwise.
 SECURITY_ENV: dict[str, str] = {
-    "protocol": "QUOTAFLOW_KAFKA_SECURITY_PROTOCOL",
-    "sasl_mechanism": "QUOTAFLOW_KAFKA_SASL_MECHANISM",
-    "username": "QUOTAFLOW_KAFKA_USER",
-    "password": "QUOTAFLOW_KAFKA_PASSWORD",
-    "ca_file": "QUOTAFLOW_KAFKA_CA_FILE",
-    "cert_file": "QUOTAFLOW_KAFKA_CERT_FILE",
-    "key_file": "QUOTAFLOW_KAFKA_KEY_FILE",
+    "protocol": "QUOTAFLOW_SECURITY_PROTOCOL",
+    "sasl_mechanism": "QUOTAFLOW_SECURITY_SASL_MECHANISM",
+    "username": "QUOTAFLOW_SECURITY_USERNAME",
+    "password": "QUOTAFLOW_SECURITY_PASSWORD",
+    "ca_file": "QUOTAFLOW_SECURITY_CA_FILE",
+    "cert_file": "QUOTAFLOW_SECURITY_CERT_FILE",
+    "key_file": "QUOTAFLOW_SECURITY_KEY_FILE",
 }
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -254,7 +254,7 @@ def test_each_role_is_refused_the_rest(
 
 
 def test_a_wrong_password_is_one_clear_line(secured: Secured) -> None:
-    env = secured.env("reader") | {"QUOTAFLOW_KAFKA_PASSWORD": "not-the-password"}
+    env = secured.env("reader") | {"QUOTAFLOW_SECURITY_PASSWORD": "not-the-password"}
     result = subprocess.run(
         [*quotaflow_command(), "jobs"],
         capture_output=True,

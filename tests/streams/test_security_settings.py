@@ -15,7 +15,7 @@ def test_plaintext_by_default_adds_no_client_options() -> None:
 
 def test_a_user_without_a_ca_file_means_sasl_plaintext_with_scram() -> None:
     security = KafkaSecurity.from_env(
-        {"QUOTAFLOW_KAFKA_USER": "agent", "QUOTAFLOW_KAFKA_PASSWORD": "pw"}
+        {"QUOTAFLOW_SECURITY_USERNAME": "agent", "QUOTAFLOW_SECURITY_PASSWORD": "pw"}
     )
     assert (security.protocol, security.sasl_mechanism) == ("SASL_PLAINTEXT", "SCRAM-SHA-512")
     options = security.client_options()
@@ -39,8 +39,8 @@ def test_bad_settings_are_one_clear_error(values: dict[str, str], needle: str) -
 
 
 def test_the_process_default_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUOTAFLOW_KAFKA_USER", "from-env")
-    monkeypatch.setenv("QUOTAFLOW_KAFKA_PASSWORD", "p")
+    monkeypatch.setenv("QUOTAFLOW_SECURITY_USERNAME", "from-env")
+    monkeypatch.setenv("QUOTAFLOW_SECURITY_PASSWORD", "p")
     assert security_options()["sasl_plain_username"] == "from-env"
     use_security(KafkaSecurity())
     try:
