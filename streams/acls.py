@@ -74,6 +74,10 @@ def role_acls(topics: Topics, teams: Iterable[str], producers: dict[str, str]) -
     # The scheduler creates its topics when they are missing; existing ones it only checks.
     for topic in (topics.jobs, topics.nodes, topics.admin):
         allow("scheduler", TOPIC, topic, CREATE, DESCRIBE_CONFIGS)
+    # Standby schedulers elect the active one through a one-partition topic and a group.
+    leader = topics.name("quotaflow.leader")
+    allow("scheduler", TOPIC, leader, READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS)
+    allow("reader", TOPIC, leader, READ, DESCRIBE)  # `quotaflow status` names the active one
     allow("scheduler", GROUP, scheduler_ids, READ, DESCRIBE, pattern=PREFIXED)
     allow("scheduler", TRANSACTIONAL_ID, scheduler_ids, WRITE, DESCRIBE, pattern=PREFIXED)
     allow("scheduler", CLUSTER, "kafka-cluster", IDEMPOTENT_WRITE)
