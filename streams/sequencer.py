@@ -1,7 +1,7 @@
 """The scheduler process: sequences ingress events into the journal and emits commands, exactly once (I/O shell).
 
 One loop: read a batch from the three ingress topics; inside ONE Kafka transaction decode,
-admit, number (`seq`) and stamp (`ts`) each input, append the accepted ones to the journal,
+accept, number (`seq`) and stamp (`ts`) each input, append the accepted ones to the journal,
 send the refused ones to quotaflow.rejected, run the group's scheduling cycle, send its
 commands, and commit the consumer offsets. Everything the core decides lives in `domain/`;
 this module only moves bytes and keeps the transaction boundaries. See docs/scheduler.md.
@@ -26,7 +26,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from domain.codec import DecodeError, decode_ingress, decode_journal, encode_journal
 from domain.commands import NodeCommand
-from domain.decider import admit, apply, close_group, fold, initial_state
+from domain.decider import accept, apply, close_group, fold, initial_state
 from domain.events import Event, JournalRecord, Tick
 from domain.limits import REASON_CHARS_MAX, clip
 from domain.plugins import DEFAULT_PLUGINS, Plugins
@@ -525,7 +525,7 @@ class Scheduler:
                 event = decode_ingress(logical, record.value or b"")
                 if team is not None:
                     reason = team_refusal(self.state, team[0], team[1], event)
-                reason = reason or admit(self.state, event)
+                reason = reason or accept(self.state, event)
             except DecodeError as exc:
                 reason = str(exc)
             except Exception as exc:
