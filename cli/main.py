@@ -26,6 +26,7 @@ from cli.common import (
     _positive_int,
 )
 from cli.security import add_kafka_security, apply_kafka_security
+from streams.kafka_security import use_security
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get(DEBUG_ENV):
             raise
         return _fail(_describe(exc), EXIT_ERROR)
+    finally:
+        use_security(None)  # a command run in-process (tests) leaves no settings behind
 
 
 def _fail(message: str, code: int) -> int:

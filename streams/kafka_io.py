@@ -34,6 +34,7 @@ __all__ = [
     "TopicConfigError",
     "TopicSettings",
     "Topics",
+    "admin_client",
     "check_retention",
     "current_security",
     "dumps",

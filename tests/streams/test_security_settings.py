@@ -39,6 +39,7 @@ def test_bad_settings_are_one_clear_error(values: dict[str, str], needle: str) -
 
 
 def test_the_process_default_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_security(None)  # whatever an earlier in-process command line set
     monkeypatch.setenv("QUOTAFLOW_SECURITY_USERNAME", "from-env")
     monkeypatch.setenv("QUOTAFLOW_SECURITY_PASSWORD", "p")
     assert security_options()["sasl_plain_username"] == "from-env"
