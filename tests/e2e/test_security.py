@@ -12,6 +12,7 @@ import os
 import shlex
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -296,41 +297,48 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def get(url: str, token: str | None = None) -> tuple[int, Any]:
+def get(url: str, token: str | None = None, ca_file: str | None = None) -> tuple[int, Any]:
     request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
+    context = ssl.create_default_context(cafile=ca_file)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
             return response.status, orjson.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, orjson.loads(exc.read())
 
 
 def test_the_api_needs_the_token_for_everything_but_health(secured: Secured) -> None:
+    # Served over HTTPS with the broker's certificate (issued for 127.0.0.1 by the local CA).
+    ca = secured.env(ADMIN_USER)["QUOTAFLOW_SECURITY_CA_FILE"]
+    certificate = str(Path(ca).with_name("broker.pem"))
     port = free_port()
     api = secured.start(
         "reader", "projections", "projections", "--port", str(port), "--no-checkpoint",
-        "--token", TOKEN,
+        "--token", TOKEN, "--tls-cert", certificate,
     )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    base = f"https://127.0.0.1:{port}"
     try:
 
         def healthy() -> bool:
             try:
-                return get(f"{base}/health")[0] == 200
+                return get(f"{base}/health", ca_file=ca)[0] == 200
             except OSError:
                 return False
 
         wait_for(healthy, "the projections API")
-        status, body = get(f"{base}/jobs")
+        status, body = get(f"{base}/jobs", ca_file=ca)
         assert status == 401 and "bearer token" in body["error"]
-        assert get(f"{base}/jobs", "wrong-token")[0] == 401
-        status, body = get(f"{base}/queues", TOKEN)
+        assert get(f"{base}/jobs", "wrong-token", ca)[0] == 401
+        status, body = get(f"{base}/queues", TOKEN, ca)
         assert status == 200, body
-        cli = secured.run("reader", "queues", "--api", base, "--token", TOKEN, "--json")
+        trust = {"SSL_CERT_FILE": ca}  # the CLI trusts what the system (here: the CA) trusts
+        cli = secured.run(
+            "reader", "queues", "--api", base, "--token", TOKEN, "--json", extra_env=trust
+        )
         assert cli.returncode == 0, cli.stderr
-        refused = secured.run("reader", "queues", "--api", base)
+        refused = secured.run("reader", "queues", "--api", base, extra_env=trust)
         assert refused.returncode == 1 and "HTTP 401" in refused.stderr
     finally:
         stop(api)
