@@ -13,6 +13,7 @@ from domain.events import (
     JobStarted,
     JobSubmitted,
     NodeHeartbeat,
+    NodesAlive,
     QueueConfigured,
     QueueDeleted,
     Tick,
@@ -36,6 +37,11 @@ def _admit(event: Event, state: State) -> str | None:
 @_admit.register
 def _(event: Tick, state: State) -> str | None:
     return "Tick records are appended by the scheduler only"
+
+
+@_admit.register
+def _(event: NodesAlive, state: State) -> str | None:
+    return "NodesAlive records are appended by the scheduler only"
 
 
 @_admit.register
