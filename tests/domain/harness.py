@@ -61,8 +61,8 @@ class Cluster:
         self.ts = ts
         emitted: list[NodeCommand] = []
         for item in events:
-            # Ticks come from the sequencer itself, so they skip admission as there.
-            reason = None if item.type == "Tick" else admit(self.state, item)
+            # Ticks and NodesAlive come from the sequencer itself, so they skip admission.
+            reason = None if item.type in ("Tick", "NodesAlive") else admit(self.state, item)
             if reason is not None:
                 self.rejections.append((item, reason))
                 continue
