@@ -21,6 +21,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import ProducerFenced
+from aiokafka.structs import OffsetAndMetadata
 
 from domain.codec import DecodeError, decode_ingress, decode_journal, encode_journal
 from domain.decider import admit, apply, close_group, fold, initial_state
@@ -127,6 +128,7 @@ class Scheduler:
         # Heartbeats heard but not journaled (they changed nothing but time); see
         # streams/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
         self.liveness = LivenessTracker()
+        self._last_commit_ms = 0  # clock of the last committed transaction
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -211,7 +213,31 @@ class Scheduler:
             due = self._next_due()
             if due is not None and self.clock() >= due:
                 outcome = await self._tick()
+        if outcome is None and self.clock() - self._last_commit_ms >= self.state.cluster.tick_ms:
+            await self._confirm_epoch()
         return outcome
+
+    async def _confirm_epoch(self) -> None:
+        """An idle scheduler journals nothing, so it would not learn that a newer instance took
+        over. A transaction that only commits the consumer's offsets again (no journal record)
+        meets the newer epoch, so a fenced scheduler stops within tick_ms even when idle."""
+        producer, consumer = self._require_producer(), self._require_consumer()
+        offsets = {
+            tp: OffsetAndMetadata(await consumer.position(tp), "") for tp in self._partitions
+        }
+        try:
+            async with producer.transaction():
+                await producer.send_offsets_to_transaction(offsets, self.group_id)
+        except ProducerFenced as exc:
+            raise SchedulerFenced(str(exc)) from exc
+        except Exception as exc:
+            if is_fatal(producer):
+                raise SchedulerFenced(repr(exc)) from exc
+            log.warning("idle epoch check failed (%r); recovering from the journal", exc)
+            if isinstance(exc, PRODUCER_STATE_ERRORS):
+                await self._restart_producer()
+            self._needs_recovery = True
+        self._last_commit_ms = self.clock()
 
     def _next_due(self) -> int | None:
         """When the core next has something due that no journal record has yet reached."""
@@ -438,6 +464,7 @@ class Scheduler:
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
         self.committed_seq = self.state.seq
+        self._last_commit_ms = self.clock()
         self.liveness.committed(alive)
         self.snapshots.committed(self.clock())
         outcome.last_seq = self.state.seq
