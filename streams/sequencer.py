@@ -23,8 +23,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import ProducerFenced
 from aiokafka.structs import OffsetAndMetadata
 
-from domain.codec import DecodeError, decode_ingress, decode_journal, encode_journal
-from domain.decider import admit, apply, close_group, fold, initial_state
+from domain.codec import DecodeError, decode_ingress, encode_journal
+from domain.decider import admit, apply, close_group, initial_state
 from domain.events import Event, JournalRecord, NodeHeartbeat, NodesAlive, Tick
 from domain.limits import REASON_CHARS_MAX, clip
 from domain.liveness import next_due_ts
@@ -54,10 +54,10 @@ from streams.kafka_io import (
     now_ms,
     partitions_of,
     read_committed_consumer,
-    read_to_end,
     transactional_producer,
 )
 from streams.liveness import LivenessTracker
+from streams.rebuild import load_state
 from streams.records import (
     PRODUCER_STATE_ERRORS,
     RECORD_REFUSALS,
@@ -70,8 +70,6 @@ from streams.snapshots import (
     SNAPSHOT_SECONDS,
     Manifest,
     SnapshotWriter,
-    newest_first,
-    read_journal_from,
 )
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
@@ -271,55 +269,9 @@ class Scheduler:
         self.snapshots.loaded(manifest, self.clock())
 
     async def _load(self) -> tuple[State, Manifest | None]:
-        if self.load_snapshots:
-            try:
-                found = await self._from_snapshot()
-            except Exception as exc:  # the journal alone is always enough
-                log.warning("could not read snapshots (%r); reading the whole journal", exc)
-                found = None
-            if found is not None:
-                return found
-        state = initial_state()
-        read = await read_to_end(self.bootstrap, self.topics.journal)
-        for raw in read[self.topics.journal]:
-            if raw.key != self._key or raw.value is None:
-                continue  # another cluster's record on a shared journal
-            state, _ = fold(state, decode_journal(raw.value), self.plugins)
-        state, _ = close_group(state, self.plugins)
-        return state, None
-
-    async def _from_snapshot(self) -> tuple[State, Manifest] | None:
-        """The newest snapshot that the journal confirms, folded on to the journal's end."""
-        snapshots = newest_first(self.bootstrap, self.topics.snapshots, self.cluster)
-        async with contextlib.aclosing(snapshots):
-            async for loaded in snapshots:
-                manifest = loaded.manifest
-                tail = await read_journal_from(
-                    self.bootstrap, self.topics.journal, manifest.journal_offset, self._key
-                )
-                # The record at the snapshot's offset must be the one with its seq, and the
-                # tail must follow it without a gap; otherwise try an older snapshot.
-                seqs = [record.seq for record in tail]
-                if not seqs or seqs != list(range(manifest.seq, manifest.seq + len(seqs))):
-                    log.warning(
-                        "snapshot at seq %d passed over: the journal at offset %d does not "
-                        "continue it",
-                        manifest.seq,
-                        manifest.journal_offset,
-                    )
-                    continue
-                state = loaded.state
-                for record in tail[1:]:
-                    state, _ = fold(state, record, self.plugins)
-                state, _ = close_group(state, self.plugins)
-                log.info(
-                    "state from the snapshot at seq %d plus %d journal records",
-                    manifest.seq,
-                    len(tail) - 1,
-                )
-                return state, manifest
-        log.info("no usable snapshot; reading the whole journal")
-        return None
+        return await load_state(
+            self.bootstrap, self.topics, self.cluster, self.plugins, self.load_snapshots
+        )
 
     async def _seek_committed(self) -> None:
         consumer = self._require_consumer()
