@@ -47,6 +47,7 @@ from streams.batch import (
     where_key,
 )
 from streams.kafka_io import (
+    SCHEDULER_FETCH_WAIT_MS,
     Topics,
     TopicSettings,
     check_retention,
@@ -140,7 +141,9 @@ class Scheduler:
         # for its commit markers, so the journal and offsets read next are final.
         self._producer = transactional_producer(self.bootstrap, self.transactional_id)
         await self._producer.start()
-        self._consumer = read_committed_consumer(self.bootstrap, self.group_id)
+        self._consumer = read_committed_consumer(
+            self.bootstrap, self.group_id, fetch_max_wait_ms=SCHEDULER_FETCH_WAIT_MS
+        )
         await self._consumer.start()
         # Manual assignment: one scheduler per cluster, fenced by its transactional id, so a
         # group rebalance would only add pauses. The group id still stores the offsets.
