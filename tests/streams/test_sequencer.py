@@ -203,7 +203,12 @@ async def test_restart_rebuilds_state_and_keeps_numbering(kafka_bootstrap: str) 
 
     async with running_scheduler(kafka_bootstrap, topics, cluster) as second:
         await wait_for(lambda: _true_after_start(second), "the second scheduler to start")
-        assert second.state.seq >= seq_before
+
+        async def rebuilt() -> bool:
+            return second.state.seq >= seq_before
+
+        # Clients start before the rebuild; wait for it rather than race it.
+        await wait_for(rebuilt, "the second scheduler to rebuild from the journal")
         assert "job-1" in second.state.jobs  # state came back from the journal
         # job-2 cannot fit next to job-1 (6 + 6 > 8 GPUs) only if job-1 is still known to run.
         await produce(kafka_bootstrap, topics.jobs, [job("job-2", gpu=6)], key="job-2")
