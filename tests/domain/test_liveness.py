@@ -75,7 +75,7 @@ def test_producers_cannot_send_nodes_alive() -> None:
     with pytest.raises(DecodeError):
         decode_ingress("quotaflow.nodes", b'{"type": "NodesAlive", "seen": {"n1": 1}}')
     cluster = Cluster()
-    from domain.decider import admit
+    from domain.decider import accept
 
-    reason = admit(cluster.state, event("NodesAlive", seen={"n1": 1}))
+    reason = accept(cluster.state, event("NodesAlive", seen={"n1": 1}))
     assert reason == "NodesAlive records are appended by the scheduler only"
