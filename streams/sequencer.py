@@ -244,7 +244,12 @@ class Scheduler:
         """When the core next has something due that no journal record has yet reached."""
         due = next_due_ts(self.state)
         # A due time the journal has passed was acted on by that record's cycle already.
-        return due if due is not None and due > self.state.ts else None
+        if due is not None and due <= self.state.ts:
+            due = None
+        refresh = self.liveness.refresh_at()  # nodes heard whose lease is half gone
+        if refresh is not None and (due is None or refresh < due):
+            return refresh
+        return due
 
     # -- rebuild --------------------------------------------------------------------------
 
@@ -420,7 +425,7 @@ class Scheduler:
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
         self.committed_seq = self.state.seq
         self._last_commit_ms = self.clock()
-        self.liveness.committed(alive)
+        self.liveness.committed(self.state, alive)
         self.snapshots.committed(self.clock())
         outcome.last_seq = self.state.seq
         log.debug(
