@@ -167,7 +167,7 @@ def decode_journal(raw: bytes | str) -> JournalRecord:
     if not isinstance(seq, int) or not isinstance(ts, int):
         raise DecodeError("journal record without integer seq and ts")
     # The event is validated once, by its own type; validating the record again would only
-    # re-check the event against every member of the union (a third of replay's decode time).
+    # re-check the event against the union (measured: 10.1 -> 9.7 us a record).
     return JournalRecord.model_construct(seq=seq, ts=ts, event=_validate(data, None))
 
 
