@@ -239,6 +239,8 @@ class Process:
             if restart:
                 await self._position()
                 continue
+            if self.projector.view.state.group_open and await self._journal_at_end():
+                self.projector.settle()
             unsaved, since = self.projector.unsaved, loop.time() - last_checkpoint
             # Taking a checkpoint stops the fold while the view is serialized: waiting ten
             # times as long as the last one took keeps that under a tenth of the time, also
@@ -250,6 +252,19 @@ class Process:
             if due:
                 await self._checkpoint()
                 last_checkpoint = loop.time()
+
+    async def _journal_at_end(self) -> bool:
+        """Whether every committed journal record has been read (position at the last stable
+        offset): then the last batch read is whole."""
+        consumer = self.consumer
+        assert consumer is not None
+        for tp in self.partitions:
+            if tp.topic != self.settings.journal:
+                continue
+            stable = consumer.last_stable_offset(tp)
+            if stable is None or await consumer.position(tp) < stable:
+                return False
+        return True
 
     def _continues(self, value: bytes) -> bool:
         """Whether the first journal record after a resume is the one the checkpoint expects."""

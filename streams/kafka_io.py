@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -278,6 +279,16 @@ async def check_retention(bootstrap: str, topics: Topics) -> None:
         )
 
 
+# Chosen for latency and throughput; measurements in docs/kafka.md (Scheduler settings).
+# Every send of a transaction is awaited before it commits, so lingering only delays the
+# commit: the batch is as large as what one transaction writes, up to PRODUCER_BATCH_BYTES.
+PRODUCER_LINGER_MS = int(os.environ.get("QUOTAFLOW_PRODUCER_LINGER_MS", "0"))
+PRODUCER_BATCH_BYTES = int(os.environ.get("QUOTAFLOW_PRODUCER_BATCH_BYTES", str(256 * 1024)))
+# The scheduler's fetch long-poll: the broker answers a fetch after this long even with no
+# data, so it bounds how long a new input waits when the consumer is idle (aiokafka: 500).
+SCHEDULER_FETCH_WAIT_MS = int(os.environ.get("QUOTAFLOW_FETCH_WAIT_MS", "10"))
+
+
 def transactional_producer(
     bootstrap: str, transactional_id: str, security: KafkaSecurity | None = None
 ) -> AIOKafkaProducer:
@@ -288,7 +299,8 @@ def transactional_producer(
         transactional_id=transactional_id,
         enable_idempotence=True,
         acks="all",
-        linger_ms=5,
+        linger_ms=PRODUCER_LINGER_MS,
+        max_batch_size=PRODUCER_BATCH_BYTES,
     )
 
 
@@ -306,7 +318,11 @@ def idempotent_producer(
 
 
 def read_committed_consumer(
-    bootstrap: str, group_id: str | None = None, security: KafkaSecurity | None = None
+    bootstrap: str,
+    group_id: str | None = None,
+    security: KafkaSecurity | None = None,
+    *,
+    fetch_max_wait_ms: int = 500,
 ) -> AIOKafkaConsumer:
     """A consumer that never sees aborted transactions and commits only when told to."""
     return AIOKafkaConsumer(
@@ -316,6 +332,7 @@ def read_committed_consumer(
         isolation_level="read_committed",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        fetch_max_wait_ms=fetch_max_wait_ms,
     )
 
 
