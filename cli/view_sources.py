@@ -88,13 +88,21 @@ def _view(args: argparse.Namespace) -> Any:
     return view
 
 
-def _fetch(base: str, path: str) -> Any:
+def _fetch(base: str, path: str, token: str | None = None) -> Any:
     url = base.rstrip("/") + path
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return orjson.loads(response.read())
     except urllib.error.HTTPError as exc:
-        raise CliError(f"{url}: HTTP {exc.code}") from None
+        hint = (
+            " (the API needs a bearer token: --token or $QUOTAFLOW_API_TOKEN)"
+            if exc.code == 401
+            else ""
+        )
+        raise CliError(f"{url}: HTTP {exc.code}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CliError(f"{url}: cannot reach the projections process ({reason})") from None
@@ -106,5 +114,7 @@ def _body(args: argparse.Namespace, path: str, local: Callable[[Any], Any]) -> A
             raise CliError(
                 "--at needs the journal (drop --api): the API serves the present", EXIT_USAGE
             )
-        return _fetch(args.api, path)
+        from cli.security import api_token
+
+        return _fetch(args.api, path, api_token(getattr(args, "token", None)))
     return local(_view(args))

@@ -55,9 +55,9 @@ async def replay(
 
 async def _exists(bootstrap: str, topic: str) -> bool:
     """Whether the topic exists (a journal written before snapshots has none)."""
-    from aiokafka.admin import AIOKafkaAdminClient
+    from streams.kafka_io import admin_client
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = admin_client(bootstrap)
     await admin.start()
     try:
         described = await admin.describe_topics([topic])

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -30,6 +30,7 @@ from domain.limits import REASON_CHARS_MAX, clip
 from domain.liveness import next_due_ts
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
+from domain.teams import team_refusal
 from streams.batch import (
     SKIP,
     BatchOutcome,
@@ -72,6 +73,7 @@ from streams.snapshots import (
     Manifest,
     SnapshotWriter,
 )
+from streams.topics import JOBS
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
 
@@ -98,6 +100,7 @@ class Scheduler:
         snapshot_records: int = SNAPSHOT_RECORDS,
         snapshot_seconds: float = SNAPSHOT_SECONDS,
         load_snapshots: bool = True,
+        teams: Mapping[str, str] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.cluster = cluster
@@ -123,6 +126,11 @@ class Scheduler:
             self.topics.snapshots, cluster, snapshot_records, snapshot_seconds, clock
         )
         self.load_snapshots = load_snapshots
+        # Per-team job topics -> (team, the queue its jobs must stay at or below): domain/teams.py.
+        self.teams = dict(sorted((teams or {}).items()))
+        self._team_topics = {
+            self.topics.team_jobs(team): (team, root) for team, root in self.teams.items()
+        }
         self._last_journal: asyncio.Future[Any] | None = None  # the open batch's last record
         # Heartbeats heard but not journaled (they changed nothing but time); see
         # streams/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
@@ -134,7 +142,7 @@ class Scheduler:
     async def start(self) -> None:
         """Takes over the transactional id (fencing any older instance), rebuilds, seeks."""
         if self.create_topics:
-            await ensure_topics(self.bootstrap, self.topics, self.topic_settings)
+            await ensure_topics(self.bootstrap, self.topics, self.topic_settings, self.teams)
         # Refuse to run on a journal Kafka may delete: a restart would rebuild from a part.
         await check_retention(self.bootstrap, self.topics)
         # init_transactions first: it aborts a dead predecessor's open transaction and waits
@@ -147,7 +155,9 @@ class Scheduler:
         await self._consumer.start()
         # Manual assignment: one scheduler per cluster, fenced by its transactional id, so a
         # group rebalance would only add pauses. The group id still stores the offsets.
-        self._partitions = await partitions_of(self.bootstrap, self.topics.ingress)
+        self._partitions = await partitions_of(
+            self.bootstrap, [*self.topics.ingress, *self._team_topics]
+        )
         self._consumer.assign(self._partitions)
         await self.rebuild()
         await self._seek_committed()
@@ -156,7 +166,7 @@ class Scheduler:
             self.cluster,
             self.state.seq,
             self.state.ts,
-            ", ".join(self.topics.ingress),
+            ", ".join([*self.topics.ingress, *self._team_topics]),
         )
 
     async def stop(self) -> None:
@@ -478,8 +488,12 @@ class Scheduler:
         if reason is None:
             try:
                 # decode_ingress refuses an input over limits.INPUT_BYTES_MAX before parsing it.
-                event = decode_ingress(self.topics.logical(record.topic), record.value or b"")
-                reason = accept(self.state, event)
+                team = self._team_topics.get(record.topic)
+                logical = JOBS if team else self.topics.logical(record.topic)
+                event = decode_ingress(logical, record.value or b"")
+                if team is not None:
+                    reason = team_refusal(self.state, team[0], team[1], event)
+                reason = reason or accept(self.state, event)
             except DecodeError as exc:
                 reason = str(exc)
             except Exception as exc:
@@ -553,6 +567,7 @@ async def run_scheduler(
     snapshot_records: int | None = None,
     snapshot_seconds: float | None = None,
     load_snapshots: bool = True,
+    teams: Mapping[str, str] | None = None,
 ) -> None:
     """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance."""
     scheduler = Scheduler(
@@ -563,6 +578,7 @@ async def run_scheduler(
         snapshot_records=SNAPSHOT_RECORDS if snapshot_records is None else snapshot_records,
         snapshot_seconds=SNAPSHOT_SECONDS if snapshot_seconds is None else snapshot_seconds,
         load_snapshots=load_snapshots,
+        teams=teams,
     )
     await scheduler.run(stop)
 

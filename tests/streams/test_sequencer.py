@@ -203,13 +203,10 @@ async def test_restart_rebuilds_state_and_keeps_numbering(kafka_bootstrap: str) 
         seq_before = first.state.seq
 
     async with running_scheduler(kafka_bootstrap, topics, cluster) as second:
-        await wait_for(lambda: _true_after_start(second), "the second scheduler to start")
-
-        async def rebuilt() -> bool:
-            return second.state.seq >= seq_before
-
-        # Clients start before the rebuild; wait for it rather than race it.
-        await wait_for(rebuilt, "the second scheduler to rebuild from the journal")
+        # Started means rebuilt: the producer and consumer exist before the journal is read,
+        # so on a loaded machine their existence alone says nothing about the state yet.
+        await wait_for(lambda: _rebuilt(second, seq_before), "the second scheduler to rebuild")
+        assert second.state.seq >= seq_before
         assert "job-1" in second.state.jobs  # state came back from the journal
         # job-2 cannot fit next to job-1 (6 + 6 > 8 GPUs) only if job-1 is still known to run.
         await produce(kafka_bootstrap, topics.jobs, [job("job-2", gpu=6)], key="job-2")
@@ -227,6 +224,10 @@ async def test_restart_rebuilds_state_and_keeps_numbering(kafka_bootstrap: str) 
     assert [r.seq for r in journal] == list(range(1, len(journal) + 1))
     report = await replay(kafka_bootstrap, topics.prefix, cluster)
     assert report.ok, report.summary()
+
+
+async def _rebuilt(scheduler: Scheduler, seq: int) -> bool:
+    return await _true_after_start(scheduler) and scheduler.state.seq >= seq
 
 
 async def _true_after_start(scheduler: Scheduler) -> bool:
