@@ -61,7 +61,7 @@ from streams.agent_logs import LogShipper, logs_dir
 from streams.agent_process import Exit
 from streams.agent_runs import Background, Launch, Runs, launch_of, task_environment
 from streams.agent_state import AgentState, NodeHeldError, hold_node
-from streams.kafka_io import idempotent_producer
+from streams.kafka_io import idempotent_producer, security_options
 
 log = logging.getLogger("quotaflow.agent")
 
@@ -111,6 +111,7 @@ class Agent:
         producer = idempotent_producer(config.bootstrap)
         commands = AIOKafkaConsumer(
             bootstrap_servers=config.bootstrap,
+            **security_options(),
             group_id=config.group_id,
             enable_auto_commit=False,
             isolation_level="read_committed",
@@ -118,6 +119,7 @@ class Agent:
         )
         rejected = AIOKafkaConsumer(
             bootstrap_servers=config.bootstrap,
+            **security_options(),
             enable_auto_commit=False,
             isolation_level="read_committed",
             auto_offset_reset="latest",
