@@ -222,6 +222,11 @@ class ClusterConfigured(Strict):
     placement: Literal["binpack", "spread"] = "binpack"
     consolidation: bool = True
     tick_ms: Annotated[int, Field(ge=limits.TICK_MS_MIN, le=limits.TICK_MS_MAX)] = 1000
+    preempt_grace_s: Seconds | None = Field(
+        default=None,
+        description="how long a preempted task may take to stop (SIGTERM, then SIGKILL) for "
+        "jobs that set no preempt_grace_s of their own; unset: 30",
+    )
 
 
 class JobSubmitted(Strict):
@@ -241,9 +246,34 @@ class JobSubmitted(Strict):
     duration_s: (
         Annotated[float, Field(ge=0, le=limits.DURATION_S_MAX, allow_inf_nan=False)] | None
     ) = None
+    time_limit_s: Annotated[int, Field(ge=1, le=limits.DURATION_S_MAX)] | None = Field(
+        default=None,
+        description="wall time: the scheduler stops the job once it has run this long "
+        "(Preempt reason time_limit) and it ends as failed",
+    )
+    max_retries: Annotated[int, Field(ge=0, le=limits.RETRIES_MAX)] | None = Field(
+        default=None,
+        description="how many times a failed job is started again (a new attempt, keeping its "
+        "place), as Kubernetes' backoffLimit; unset: 0",
+    )
+    after_ok: Annotated[list[JobId], Field(max_length=limits.AFTER_OK_MAX)] | None = Field(
+        default=None,
+        description="jobs that must have succeeded before this one starts (Slurm's "
+        "--dependency=afterok); if one fails or is cancelled, this job fails",
+    )
+    preempt_grace_s: Seconds | None = Field(
+        default=None,
+        description="how long the job's tasks may take to stop when preempted (SIGTERM, "
+        "then SIGKILL); unset: the cluster's preempt_grace_s",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSubmitted:
+        if self.after_ok is not None:
+            if self.job in self.after_ok:
+                raise ValueError(f"after_ok: job {self.job} cannot wait for itself")
+            if len(set(self.after_ok)) != len(self.after_ok):
+                raise ValueError("after_ok: a job is named twice")
         if self.min_tasks is not None and self.min_tasks > self.tasks:
             raise ValueError(f"min_tasks {self.min_tasks} must not exceed tasks {self.tasks}")
         if self.interactive and self.preemptible:
@@ -277,6 +307,18 @@ class RunningAttempt(Strict):
     attempt: Attempt
 
 
+class Device(Strict):
+    """One GPU device of a node: its index (what CUDA_VISIBLE_DEVICES names), model and memory."""
+
+    index: Annotated[int, Field(ge=0, lt=limits.DEVICES_MAX)]
+    model: (
+        Annotated[str, StringConstraints(min_length=1, max_length=limits.MODULE_CHARS_MAX)] | None
+    ) = None
+    memory: Annotated[int, Field(ge=0, le=limits.MEMORY_MAX)] | None = Field(
+        default=None, description="the device's memory in MB"
+    )
+
+
 class NodeHeartbeat(Strict):
     """A node is alive with this capacity. `instance`, `incarnation` and `running` are optional
     (agents that send them are recognised across restarts; see docs/cli.md, node agent)."""
@@ -297,11 +339,25 @@ class NodeHeartbeat(Strict):
         description="the (job, attempt) pairs the agent runs now; on a restart (a new "
         "incarnation), jobs placed on the node but missing here are lost on it and requeued",
     )
+    devices: Annotated[list[Device], Field(max_length=limits.DEVICES_MAX)] | None = Field(
+        default=None,
+        description="the node's GPU devices; their count must equal capacity.gpu. Unset: "
+        "capacity.gpu whole devices numbered from 0",
+    )
 
     @model_validator(mode="after")
     def _incarnation_needs_instance(self) -> NodeHeartbeat:
         if self.incarnation is not None and self.instance is None:
             raise ValueError("incarnation needs instance: an incarnation counts one agent's starts")
+        if self.devices is not None:
+            indices = [device.index for device in self.devices]
+            if len(set(indices)) != len(indices):
+                raise ValueError("devices: an index is listed twice")
+            if len(indices) != self.capacity.gpu:
+                raise ValueError(
+                    f"devices: {len(indices)} listed but capacity.gpu is {self.capacity.gpu}; "
+                    "they must agree"
+                )
         return self
 
 
@@ -318,6 +374,12 @@ class JobFinished(Strict):
     node: NodeId
     attempt: Attempt
     outcome: Literal["succeeded", "failed"]
+    exit_code: Annotated[int, Field(ge=limits.EXIT_CODE_MIN, le=limits.EXIT_CODE_MAX)] | None = (
+        Field(default=None, description="the exit code of the job's process on this node")
+    )
+    reason: Annotated[str, StringConstraints(max_length=limits.EXIT_REASON_CHARS_MAX)] | None = (
+        Field(default=None, description='a short reason, e.g. the signal that ended it ("SIGKILL")')
+    )
 
 
 class JobPreempted(Strict):

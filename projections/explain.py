@@ -128,7 +128,15 @@ def explain_job(view: View, job_id: str) -> dict[str, Any]:
         out["status"] = ended.value
         finished = [e for e in timeline if e["event"] == "finished"]
         when = f" at ts {finished[-1]['ts']}" if finished else ""
-        out["summary"] = f"{job_id} has ended: {ended.value}{when}"
+        exits = [
+            f"exit {e['exit_code']}"
+            + (f" ({e['reason']})" if e.get("reason") else "")
+            + f" on {e['node']}"
+            for e in finished
+            if e.get("exit_code") is not None and e["attempt"] == finished[-1]["attempt"]
+        ]
+        how = f" ({', '.join(exits)})" if exits else ""
+        out["summary"] = f"{job_id} has ended: {ended.value}{when}{how}"
     elif job.status is JobStatus.PENDING:
         rows = pending_jobs(state, job.queue, state.ts)
         row = next((r for r in rows if r["job"] == job_id), None)
