@@ -15,11 +15,10 @@ from cli.common import (
     _non_negative_float,
     _non_negative_int,
     _positive_int,
-    _produce,
-    _send_one,
     parse_pairs,
     validate,
 )
+from cli.verdicts import add_wait_options, check, deliver
 from domain.codec import DecodeError
 from streams import topics
 
@@ -53,9 +52,11 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
         "--selector", action="append", default=[], metavar="K=V", help="node label required"
     )
     submit.add_argument("--user", help="who submits it")
+    add_wait_options(submit)
     submit.set_defaults(handler=_submit)
     cancel = commands.add_parser("cancel", parents=[kafka_options], help="cancel a job")
     cancel.add_argument("job", metavar="JOB")
+    add_wait_options(cancel)
     cancel.set_defaults(handler=_cancel)
 
 
@@ -101,10 +102,12 @@ def _submit(args: argparse.Namespace) -> int:
         bodies.append(body)
     if not bodies:
         raise CliError(f"submit: {args.file} holds no jobs", EXIT_USAGE)
-    _produce(args, topics.JOBS, [(str(body["job"]), orjson.dumps(body)) for body in bodies])
-    for body in bodies:
-        print(f"submitted {body['job']} to queue {body.get('queue')}")
-    return 0
+    return deliver(
+        args,
+        topics.JOBS,
+        [(str(body["job"]), orjson.dumps(body)) for body in bodies],
+        [f"job {body['job']} to queue {body.get('queue')}" for body in bodies],
+    )
 
 
 def _job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -152,6 +155,8 @@ def _job_body(item: Any, where: str) -> dict[str, Any]:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    _send_one(args, "cancel", topics.JOBS, args.job, {"type": "JobCancelled", "job": args.job})
-    print(f"cancel requested for {args.job}")
-    return 0
+    body = {"type": "JobCancelled", "job": args.job}
+    check(topics.JOBS, body, "cancel")
+    return deliver(
+        args, topics.JOBS, [(args.job, orjson.dumps(body))], [f"cancel of job {args.job}"]
+    )

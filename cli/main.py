@@ -25,6 +25,7 @@ from cli.common import (
     _Parser,
     _positive_int,
 )
+from cli.config import topic_prefix_default
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,10 +72,13 @@ def _one_line(text: str) -> str:
 def _describe(exc: BaseException) -> str:
     from aiokafka.errors import KafkaConnectionError, KafkaError
 
+    from cli.config import ConfigError
     from devtools.kafka_home import BrokerError
     from streams.agent import AgentError
     from streams.kafka_io import TopicConfigError
 
+    if isinstance(exc, ConfigError):
+        return str(exc)
     if isinstance(exc, TopicConfigError):
         return f"scheduler: {exc}"
     if isinstance(exc, BrokerError):
@@ -114,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kafka_options.add_argument(
         "--topic-prefix",
-        default=os.environ.get(PREFIX_ENV, ""),
+        default=topic_prefix_default(),
         help=f"prefix of every topic name, to run several clusters on one broker (default: ${PREFIX_ENV} or none)",
     )
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from cli.common import EXIT_USAGE, PREFIX_ENV, CliError, _positive_int, resolve_bootstrap
+from cli.config import topic_prefix_default
 from cli.view_render import _print_json, render_jobs, render_queues, render_usage
 from cli.view_sources import _body, parse_time, read_records
 
@@ -24,7 +24,7 @@ def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[t
         )
         parser.add_argument(
             "--topic-prefix",
-            default=os.environ.get(PREFIX_ENV, ""),
+            default=topic_prefix_default(),
             help=f"prefix of every topic name (default: ${PREFIX_ENV} or none)",
         )
         parser.add_argument(
@@ -40,7 +40,7 @@ def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "projections", help="run the projections process: views of the journal over HTTP"
     )
     run.add_argument("--bootstrap", help="Kafka bootstrap address (default as for other commands)")
-    run.add_argument("--topic-prefix", default=os.environ.get(PREFIX_ENV, ""))
+    run.add_argument("--topic-prefix", default=topic_prefix_default())
     run.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
     run.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     run.add_argument(
