@@ -1,0 +1,105 @@
+"""Tables for the job list, accounting, rejections and status (I/O shell: formats what it is given)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from projections.tables import table
+
+
+def when(ts: int | None) -> str:
+    """A journal time (ms since the epoch) as a readable UTC date."""
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def ago(ts: int | None, now_ms: int) -> str:
+    if ts is None:
+        return "never"
+    seconds = max(0, now_ms - ts) / 1000
+    if seconds < 120:
+        return f"{seconds:.1f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def _n(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _hours(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def _as_of(body: dict[str, Any]) -> str:
+    as_of = body.get("as_of") or {}
+    return f"as of journal seq {as_of.get('seq')} ({when(as_of.get('ts'))} UTC); times in UTC"
+
+
+def render_job_list(body: dict[str, Any]) -> str:
+    rows = []
+    for j in body["jobs"]:
+        status = j.get("status") or j["state"]
+        rows.append(
+            [
+                j["job"],
+                j.get("user") or "-",
+                j["queue"],
+                status if status == j["state"] else f"{j['state']} ({status})",
+                _n(j.get("priority")),
+                _n(j["request"]["gpu"]),
+                _n(j.get("position")),
+                ",".join(f"{n}x{t}" for n, t in (j.get("nodes") or {}).items()) or "-",
+                when(j.get("submitted_ts")),
+                when(j.get("ended_ts")),
+                _hours(j.get("gpu_hours") or 0.0),
+                j.get("reason") or "",
+            ]
+        )
+    headers = [
+        "JOB",
+        "USER",
+        "QUEUE",
+        "STATE",
+        "PRIO",
+        "GPU",
+        "POS",
+        "NODES",
+        "SUBMITTED",
+        "ENDED",
+        "GPU-H",
+        "WHY",
+    ]
+    return _as_of(body) + "\n" + table(headers, rows)
+
+
+def render_accounting(body: dict[str, Any]) -> str:
+    by = body["by"]
+    rows = [
+        [
+            row[by],
+            str(row["jobs"]),
+            _hours(row["gpu_hours"]),
+            _hours(row["cpu_hours"]),
+            _hours(row["memory_gb_hours"]),
+        ]
+        for row in body["rows"]
+    ]
+    if rows:
+        total = [
+            sum(row[k] for row in body["rows"])
+            for k in ("gpu_hours", "cpu_hours", "memory_gb_hours")
+        ]
+        rows.append(
+            ["(total)", str(sum(row["jobs"] for row in body["rows"]))] + [_hours(t) for t in total]
+        )
+    since = when(body.get("since")) if body.get("since") is not None else "the journal's start"
+    head = f"{_as_of(body)}\nresource-hours allocated from {since} to {when(body.get('until'))}"
+    return head + "\n" + table([by.upper(), "JOBS", "GPU-HOURS", "CPU-HOURS", "MEM GB-HOURS"], rows)
