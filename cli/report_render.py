@@ -103,3 +103,56 @@ def render_accounting(body: dict[str, Any]) -> str:
     since = when(body.get("since")) if body.get("since") is not None else "the journal's start"
     head = f"{_as_of(body)}\nresource-hours allocated from {since} to {when(body.get('until'))}"
     return head + "\n" + table([by.upper(), "JOBS", "GPU-HOURS", "CPU-HOURS", "MEM GB-HOURS"], rows)
+
+
+def _clip(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def render_rejected(rows: list[dict[str, Any]]) -> str:
+    table_rows = [
+        [
+            when(row.get("ts")),
+            f"{row.get('topic')}:{row.get('partition')}@{row.get('offset')}",
+            _clip(str(row.get("reason")), 100),
+            _clip(str(row.get("input")), 60),
+        ]
+        for row in rows
+    ]
+    return table(["TIME (UTC)", "INPUT AT", "REASON", "INPUT"], table_rows)
+
+
+def render_status(body: dict[str, Any]) -> str:
+    now = body["now_ts"]
+    s = body["scheduler"]
+    state = "DOWN (no journal write for too long)" if s["down"] else "up"
+    lines = [
+        f"scheduler {s['cluster']}: {state}",
+        f"  last journal write  {when(s['last_journal_ts'])} UTC ({ago(s['last_journal_ts'], now)}), seq {s['journal_seq']}",
+        f"  last tick           {when(s['last_tick_ts'])} UTC ({ago(s['last_tick_ts'], now)}), every {s['tick_ms']} ms",
+    ]
+    lag = s.get("lag")
+    if lag is not None:
+        per = ", ".join(f"{topic} {n}" for topic, n in sorted(lag["per_topic"].items()))
+        lines.append(f"  inputs waiting      {lag['inputs_waiting']} ({per})")
+    p = body["projections"]
+    if not p.get("api"):
+        lines.append("projections: not asked (give --api URL or set QUOTAFLOW_API)")
+    elif "error" in p:
+        lines.append(f"projections at {p['api']}: unreachable ({p['error']})")
+    else:
+        lines.append(
+            f"projections at {p['api']}: seq {p['seq']}, {p['behind']} records behind the journal"
+        )
+    rows = [
+        [
+            n["node"],
+            "lost" if n["lost"] else "live",
+            _n(n["gpu"]),
+            f"{when(n['last_heartbeat_ts'])} ({ago(n['last_heartbeat_ts'], now)})",
+        ]
+        for n in body["nodes"]
+    ]
+    lines.append(table(["NODE", "STATE", "GPU", "LAST HEARTBEAT (UTC)"], rows))
+    return "\n".join(lines)

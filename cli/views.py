@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli import accounting
+from cli import accounting, health
 from cli.common import EXIT_USAGE, PREFIX_ENV, CliError, _positive_int, resolve_bootstrap
 from cli.config import topic_prefix_default
 from cli.view_render import _print_json, render_queues
@@ -79,6 +79,7 @@ def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[t
     queues.set_defaults(handler=_queues)
 
     accounting.register(subcommands, add_source_options)
+    health.register(subcommands, add_source_options)
 
     explain = subcommands.add_parser(
         "explain", help="why a job is pending or was preempted, by whom, under which rule"
