@@ -44,7 +44,7 @@ def _cluster_configure(args: argparse.Namespace) -> int:
     except DecodeError as exc:
         raise CliError(f"cluster configure: {exc}", EXIT_USAGE) from None
     # ClusterConfigured replaces the whole configuration: send it explicit, defaults included.
-    label = "cluster configuration " + " ".join(
+    label = "configured " + " ".join(
         f"{key}={orjson.dumps(value).decode()}"
         for key, value in event_to_wire(event).items()
         if key != "type"

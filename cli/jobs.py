@@ -106,7 +106,7 @@ def _submit(args: argparse.Namespace) -> int:
         args,
         topics.JOBS,
         [(str(body["job"]), orjson.dumps(body)) for body in bodies],
-        [f"job {body['job']} to queue {body.get('queue')}" for body in bodies],
+        [f"submitted {body['job']} to queue {body.get('queue')}" for body in bodies],
     )
 
 
@@ -157,6 +157,4 @@ def _job_body(item: Any, where: str) -> dict[str, Any]:
 def _cancel(args: argparse.Namespace) -> int:
     body = {"type": "JobCancelled", "job": args.job}
     check(topics.JOBS, body, "cancel")
-    return deliver(
-        args, topics.JOBS, [(args.job, orjson.dumps(body))], [f"cancel of job {args.job}"]
-    )
+    return deliver(args, topics.JOBS, [(args.job, orjson.dumps(body))], [f"cancel of {args.job}"])

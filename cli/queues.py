@@ -63,7 +63,7 @@ def _queue_apply(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(value + b"\n")
         return 0
     labels = [
-        f"queue {event.queue}" + (f" (parent {event.parent})" if event.parent else "")
+        f"applied queue {event.queue}" + (f" (parent {event.parent})" if event.parent else "")
         for event in events
     ]
     return deliver(args, topics.ADMIN, messages, labels)
