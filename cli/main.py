@@ -11,7 +11,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from cli import agent, audit, cluster, jobs, kafka, queues, scheduler, schema, simulate, views
 from cli.common import (
@@ -36,9 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     try:
-        args = build_parser().parse_args(argv)
-        handler: Callable[[argparse.Namespace], int] = args.handler
-        return handler(args)
+        from cli import app
+
+        return app.run(build_parser(), list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:

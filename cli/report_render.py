@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from projections.tables import table
+from cli.tables import table
 
 
 def when(ts: int | None) -> str:

@@ -91,7 +91,7 @@ def test_queue_apply_invalid_manifest(tmp_path: Path, text: str, needle: str) ->
         (["--queue", "a", "--tasks", "2", "--min-tasks", "3"], "min_tasks"),
         (["--queue", "a", "--interactive", "--preemptible"], "interactive"),
         (["--queue", "a", "--gpu", "0.0001"], "gpu"),
-        (["--queue", "a", "--unknown-flag"], "unrecognized"),
+        (["--queue", "a", "--unknown-flag"], "No such option '--unknown-flag'"),
     ],
 )
 def test_submit_invalid_flags(flags: list[str], needle: str) -> None:
@@ -127,9 +127,58 @@ def test_agent_rejects_a_bad_node_id_before_connecting() -> None:
 
 
 def test_unknown_command_and_missing_arguments() -> None:
-    assert_one_line_error(quotaflow("teleport"), "invalid choice")
+    assert_one_line_error(quotaflow("teleport"), "no such command 'teleport'")
     assert_one_line_error(quotaflow("cancel"), "JOB")
     assert_one_line_error(quotaflow("cluster", "configure", "--placement", "random"), "placement")
+
+
+def test_typos_get_a_suggestion() -> None:
+    result = quotaflow("sumbit", "--queue", "a")
+    assert_one_line_error(result, "no such command 'sumbit'", "did you mean submit?")
+    assert result.returncode == 2
+    result = quotaflow("submit", "--usr", "alice", "--queue", "a")
+    assert_one_line_error(result, "--usr", "--user")
+    assert_one_line_error(quotaflow("queue", "aply", "x.yaml"), "did you mean apply?")
+
+
+def test_help_per_command_and_shell_completion() -> None:
+    assert "--min-tasks" in quotaflow("submit", "--help").stdout
+    assert "--dry-run" in quotaflow("queue", "apply", "--help").stdout
+    script = Path(sys.executable).parent / "quotaflow"
+    completion = subprocess.run(
+        [str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(ROOT),
+            "COMP_WORDS": "quotaflow sub",
+            "COMP_CWORD": "1",
+            "_QUOTAFLOW_COMPLETE": "bash_complete",
+        },
+    )
+    assert "submit" in completion.stdout.split()[0], completion
+
+
+def test_every_option_has_an_environment_default(tmp_path: Path) -> None:
+    journal = write(tmp_path, "journal.jsonl", "")
+    script = Path(sys.executable).parent / "quotaflow"
+    result = subprocess.run(
+        [str(script), "jobs", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(ROOT),
+            "QUOTAFLOW_JOBS_FILE": journal,
+            "QUOTAFLOW_JOBS_STATE": "nonsense",
+        },
+    )
+    assert_one_line_error(result, "nonsense")  # the variable reached --state
 
 
 def test_queue_apply_dry_run_prints_events_the_scheduler_accepts(tmp_path: Path) -> None:
