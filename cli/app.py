@@ -19,6 +19,9 @@ import click
 
 ENV_PREFIX = "QUOTAFLOW"
 
+# Run on the parsed arguments before any handler (e.g. to make client settings the default).
+PREPARE: list[Callable[[argparse.Namespace], object]] = []
+
 
 class _Group(click.Group):
     """A group that suggests the closest command for a typo."""
@@ -171,6 +174,8 @@ def to_click(
 
     def callback(**kwargs: Any) -> int:
         args = _namespace(parser, kwargs)
+        for prepare in PREPARE:
+            prepare(args)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
 

@@ -58,14 +58,13 @@ def looks_down(last_ts: int | None, tick_ms: int, now_ms: int) -> bool:
 
 
 async def _lag(bootstrap: str, topics: Topics, group: str) -> dict[str, Any]:
-    from aiokafka import AIOKafkaConsumer
     from aiokafka.admin import AIOKafkaAdminClient
 
-    from streams.kafka_io import partitions_of
+    from streams.kafka_io import partitions_of, read_committed_consumer
 
     partitions = await partitions_of(bootstrap, topics.ingress)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = read_committed_consumer(bootstrap)
     await admin.start()
     await consumer.start()
     try:

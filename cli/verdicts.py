@@ -80,19 +80,15 @@ async def send_and_wait(
     wait_s: float | None,
 ) -> list[Verdict]:
     """Produces the messages; with wait_s, waits that long for every verdict (None: no waiting)."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka import AIOKafkaConsumer, TopicPartition
 
+    from streams.kafka_io import idempotent_producer, read_committed_consumer
+
+    # The shell's client factories: whatever client settings they apply apply here too.
     consumer: AIOKafkaConsumer | None = None
     if wait_s is not None:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-        )
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        enable_idempotence=True,
-        request_timeout_ms=int(SEND_TIMEOUT_S * 1000),
-    )
+        consumer = read_committed_consumer(bootstrap)
+    producer = idempotent_producer(bootstrap)
     try:
         await asyncio.wait_for(producer.start(), SEND_TIMEOUT_S)
         partitions = await asyncio.wait_for(producer.partitions_for(topic), SEND_TIMEOUT_S)
