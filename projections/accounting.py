@@ -4,7 +4,8 @@ Like Slurm's sacct/sreport, a job's usage is what it was *allocated* (its placed
 its per-task request, including tasks being stopped, whose resources stay taken until their
 agent reports), integrated over time between group boundaries. The ledger is folded
 alongside the view: each record names the jobs it touches, each cycle's commands too, and
-at each group boundary only those jobs and the ones holding resources are looked at.
+at each group boundary only those jobs are looked at, unless the amounts held no longer add
+up to the queues' allocation (then every job holding resources is).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class Ledger:
     jobs: dict[str, JobAccount] = field(default_factory=dict)
     holding: set[str] = field(default_factory=set)  # jobs whose last amounts are not zero
     touched: set[str] = field(default_factory=set)
+    total: Amounts = (0, 0, 0)  # the sum of every account's last amounts
 
     def note(self, record: JournalRecord) -> None:
         """A journal record: a submission opens an account; any job event marks its job."""
@@ -90,40 +92,61 @@ class Ledger:
         if isinstance(job, str) and job in self.jobs:
             self.touched.add(job)
 
-    def observe(self, state: State, commands: list[NodeCommand], *, everyone: bool) -> None:
-        """After a group's cycle (at state.ts): the touched jobs' status and amounts, and the
-        holding jobs' too when anything may have changed an allocation (`everyone`)."""
+    def observe(self, state: State, commands: list[NodeCommand]) -> None:
+        """After a group's cycle (at state.ts): the status and amounts of the jobs the group
+        touched. If the amounts held then disagree with the queues' total allocation (a lost
+        node or an agent's reconcile freed tasks no record names), every holding job is looked at."""
         for command in commands:
             if command.job in self.jobs:
                 self.touched.add(command.job)
-        ts = state.ts
-        if not self.touched and not everyone:
-            return
-        for job_id in sorted(self.touched | self.holding if everyone else self.touched):
-            account = self.jobs[job_id]
-            job = state.jobs.get(job_id)
-            amounts: Amounts = (0, 0, 0)
-            if job is not None:
-                amounts = job.allocation.as_tuple()
-                account.status = job.status.value
-                if job.started_ts is not None and account.started_ts is None:
-                    account.started_ts = job.started_ts
-            else:
-                ended = state.ended_jobs.get(job_id)
-                if ended is not None and account.ended_ts is None:
-                    account.status = ended.value
-                    account.ended_ts = ts
-            last = account.held[-1][1] if account.held else (0, 0, 0)
-            if amounts != last:
-                if account.held and account.held[-1][0] == ts:
-                    account.held[-1] = (ts, amounts)
-                else:
-                    account.held.append((ts, amounts))
-            if amounts != (0, 0, 0):
-                self.holding.add(job_id)
-            else:
-                self.holding.discard(job_id)
+        for job_id in sorted(self.touched):
+            self._update(state, job_id)
         self.touched.clear()
+        if self.total != _allocated(state):
+            for job_id in sorted(self.holding):
+                self._update(state, job_id)
+
+    def _update(self, state: State, job_id: str) -> None:
+        account = self.jobs[job_id]
+        ts = state.ts
+        job = state.jobs.get(job_id)
+        amounts: Amounts = (0, 0, 0)
+        if job is not None:
+            amounts = job.allocation.as_tuple()
+            account.status = job.status.value
+            if job.started_ts is not None and account.started_ts is None:
+                account.started_ts = job.started_ts
+        else:
+            ended = state.ended_jobs.get(job_id)
+            if ended is not None and account.ended_ts is None:
+                account.status = ended.value
+                account.ended_ts = ts
+        last = account.held[-1][1] if account.held else (0, 0, 0)
+        if amounts == last:
+            return
+        self.total = (
+            self.total[0] - last[0] + amounts[0],
+            self.total[1] - last[1] + amounts[1],
+            self.total[2] - last[2] + amounts[2],
+        )
+        if account.held and account.held[-1][0] == ts:
+            account.held[-1] = (ts, amounts)
+        else:
+            account.held.append((ts, amounts))
+        if amounts != (0, 0, 0):
+            self.holding.add(job_id)
+        else:
+            self.holding.discard(job_id)
+
+
+def _allocated(state: State) -> Amounts:
+    """Everything allocated: the root queues' subtree allocations (every job is in one)."""
+    gpu = cpu = memory = 0
+    for queue in state.queues.values():
+        if queue.parent is None:
+            held = queue.subtree_allocated
+            gpu, cpu, memory = gpu + held.gpu, cpu + held.cpu, memory + held.memory
+    return (gpu, cpu, memory)
 
 
 def state_of(status: str) -> str:

@@ -83,10 +83,8 @@ class View:
             self.check.expect(command)
         # Series are piecewise constant and integrated lazily, so a group that changed no
         # allocation or capacity needs no sample (a lost node changes the cluster capacity).
-        changed = bool(commands) or self._usage_dirty
-        changed = changed or self.state.capacity != self._sampled_capacity
-        self.ledger.observe(self.state, commands, everyone=changed)
-        if changed:
+        self.ledger.observe(self.state, commands)
+        if commands or self._usage_dirty or self.state.capacity != self._sampled_capacity:
             sample(self.state, ts, self.queue_usage, self.node_usage, self.cluster_usage)
             self._usage_dirty = False
             self._sampled_capacity = self.state.capacity

@@ -88,3 +88,17 @@ def test_the_ledger_is_rebuilt_identically_from_the_journal() -> None:
     assert usage_report(
         again.ledger, by="queue", since=None, until=j.view.state.ts
     ) == usage_report(j.view.ledger, by="queue", since=None, until=j.view.state.ts)
+
+
+def test_a_lost_node_ends_the_hours_of_the_jobs_on_it() -> None:
+    """Given a job running on n1, when n1 falls silent, then its hours stop at the loss."""
+    j = Journal()
+    j.at(1_000, queue("a", 4), N1)
+    j.at(2_000, job("run", "a", gpu=2, user="dora"))
+    j.obey(2_001)
+    j.tick(2_000 + HOUR)  # heartbeat_timeout_s (30 s) long past: n1 is lost at this tick
+    lost_at = j.view.state.ts
+    assert j.view.state.nodes["n1"].lost
+    j.tick(2_000 + 3 * HOUR)
+    [row] = usage_report(j.view.ledger, by="user", since=None, until=j.view.state.ts)
+    assert row["gpu_hours"] == round(2 * (lost_at - 2_000) / HOUR, 6)
