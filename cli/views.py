@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli import accounting, health
+from cli import accounting, health, watch
 from cli.common import EXIT_USAGE, PREFIX_ENV, CliError, _positive_int, resolve_bootstrap
 from cli.config import topic_prefix_default
 from cli.view_render import _print_json, render_queues
@@ -76,6 +76,7 @@ def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[t
     )
     add_source_options(queues, api=True)
     queues.add_argument("--at", help="as of this time (ms since the epoch or ISO 8601)")
+    queues.add_argument("--watch", type=float, metavar="S", help="redraw every S seconds")
     queues.set_defaults(handler=_queues)
 
     accounting.register(subcommands, add_source_options)
@@ -131,12 +132,12 @@ def _projections(args: argparse.Namespace) -> int:
 def _queues(args: argparse.Namespace) -> int:
     from projections.read_models import queues_view
 
-    body = _body(args, "/queues", queues_view)
     if args.json:
-        _print_json(body)
-    else:
-        print(render_queues(body))
-    return 0
+        if args.watch is not None:
+            raise CliError("--watch and --json do not go together", EXIT_USAGE)
+        _print_json(_body(args, "/queues", queues_view))
+        return 0
+    return watch.run(args.watch, lambda: render_queues(_body(args, "/queues", queues_view)))
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -216,3 +216,34 @@ def test_schema_describes_every_event_and_command() -> None:
     }
     assert schema["$defs"]["JobSubmitted"]["additionalProperties"] is False
     assert "seq" in schema["$defs"]["Dispatch"]["required"]
+
+
+def test_watch_redraws_a_view_until_stopped(tmp_path: Path) -> None:
+    from domain.codec import encode_journal
+    from tests.domain.harness import job, queue
+    from tests.projections.journal import Journal
+
+    j = Journal()
+    j.at(1_000, queue("a", 4))
+    j.at(2_000, job("w1", "a", gpu=1, user="erin"))
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b"".join(encode_journal(r) + b"\n" for r in j.records))
+    script = Path(sys.executable).parent / "quotaflow"
+    watcher = subprocess.Popen(
+        [str(script), "jobs", "--file", str(path), "--watch", "0.2"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert watcher.stdout is not None
+        seen: list[str] = []
+        for line in watcher.stdout:  # ends when the process does: a redraw loop must not
+            seen.append(line)
+            if sum(line.startswith("every 0.2s") for line in seen) >= 2:
+                break
+        assert sum(line.startswith("every 0.2s") for line in seen) >= 2, seen
+        assert any("w1" in line and "erin" in line for line in seen)
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=60)
