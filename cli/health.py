@@ -26,6 +26,11 @@ from streams.kafka_io import Topics
 
 EXIT_DOWN = 3  # the LSB status convention: not running
 DOWN_AFTER_MS = 5_000  # ... or three ticks, whichever is longer
+# Where a scheduler that publishes its liveness writes it: compacted, keyed scheduler/<cluster>,
+# a JSON object with published_s (its wall clock), active, instance, last_journal_write_s,
+# last_tick_s, ingress_lag (docs/operations.md). Older than STALE_AFTER_MS: down or stuck.
+LIVENESS_TOPIC = "quotaflow.status"
+STALE_AFTER_MS = 15_000
 
 
 def register(subcommands: Any, source: Any) -> None:
@@ -83,6 +88,50 @@ async def _lag(bootstrap: str, topics: Topics, group: str) -> dict[str, Any]:
     return {"inputs_waiting": sum(per_topic.values()), "per_topic": per_topic}
 
 
+async def _liveness(bootstrap: str, prefix: str, cluster: str) -> dict[str, Any] | None:
+    """The scheduler's newest liveness record, or None when it publishes none."""
+    from streams.kafka_io import read_committed_consumer, read_to_end
+
+    topic = f"{prefix}{LIVENESS_TOPIC}"
+    consumer = read_committed_consumer(bootstrap)
+    await consumer.start()
+    try:
+        if topic not in await consumer.topics():
+            return None
+    finally:
+        await consumer.stop()
+    key = f"scheduler/{cluster}".encode()
+    newest: dict[str, Any] | None = None
+    for record in (await read_to_end(bootstrap, topic, timeout_s=15))[topic]:
+        if record.key == key:
+            try:
+                body = orjson.loads(record.value) if record.value is not None else None
+            except orjson.JSONDecodeError:
+                continue
+            newest = body if isinstance(body, dict) else None
+    return newest
+
+
+def _ms(seconds: Any) -> int | None:
+    return int(seconds * 1000) if isinstance(seconds, int | float) else None
+
+
+def from_liveness(record: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """What a liveness record says: down when it is stale or says the instance stopped."""
+    published = _ms(record.get("published_s"))
+    stale = published is None or now_ms - published > STALE_AFTER_MS
+    return {
+        "source": LIVENESS_TOPIC,
+        "instance": record.get("instance"),
+        "active": record.get("active"),
+        "published_ts": published,
+        "last_journal_ts": _ms(record.get("last_journal_write_s")),
+        "last_tick_ts": _ms(record.get("last_tick_s")),
+        "ingress_lag": record.get("ingress_lag"),
+        "down": stale or record.get("active") is False,
+    }
+
+
 def status_body(args: argparse.Namespace) -> dict[str, Any]:
     from projections.read_models import nodes_view
 
@@ -109,10 +158,16 @@ def status_body(args: argparse.Namespace) -> dict[str, Any]:
         "last_journal_ts": last_ts,
         "last_tick_ts": last_tick,
         "tick_ms": tick_ms,
+        "source": "journal",
         "down": looks_down(last_ts, tick_ms, now),
     }
     if not getattr(args, "file", None):
-        scheduler["lag"] = asyncio.run(_lag(resolve_bootstrap(args.bootstrap), topics, group))
+        bootstrap = resolve_bootstrap(args.bootstrap)
+        scheduler["lag"] = asyncio.run(_lag(bootstrap, topics, group))
+        # A scheduler that publishes its liveness knows better than the journal's last record.
+        liveness = asyncio.run(_liveness(bootstrap, args.topic_prefix, args.cluster))
+        if liveness is not None:
+            scheduler |= from_liveness(liveness, now)
     projections: dict[str, Any] = {"api": api}
     if api:
         try:

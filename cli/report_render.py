@@ -126,9 +126,15 @@ def render_rejected(rows: list[dict[str, Any]]) -> str:
 def render_status(body: dict[str, Any]) -> str:
     now = body["now_ts"]
     s = body["scheduler"]
-    state = "DOWN (no journal write for too long)" if s["down"] else "up"
+    if s.get("source") == "journal":
+        state = "DOWN (no journal write for too long)" if s["down"] else "up"
+        said = "from the journal's last record"
+    else:
+        state = "DOWN (stopped, or no liveness for too long)" if s["down"] else "up"
+        said = f"instance {s.get('instance')}, active {s.get('active')}, "
+        said += f"said {ago(s.get('published_ts'), now)} on {s['source']}"
     lines = [
-        f"scheduler {s['cluster']}: {state}",
+        f"scheduler {s['cluster']}: {state} ({said})",
         f"  last journal write  {when(s['last_journal_ts'])} UTC ({ago(s['last_journal_ts'], now)}), seq {s['journal_seq']}",
         f"  last tick           {when(s['last_tick_ts'])} UTC ({ago(s['last_tick_ts'], now)}), every {s['tick_ms']} ms",
     ]

@@ -226,3 +226,46 @@ def test_status_job_list_and_gpu_hours_of_a_known_workload(bare: Cluster, tmp_pa
     assert "DOWN" in down.stdout
     late = run(bare, "submit", "--queue", "team-a", "--gpu", "1", "--wait", "1")
     assert late.returncode == 4 and "no scheduler answered" in late.stderr, late
+
+
+def test_status_prefers_the_schedulers_liveness_record(bare: Cluster) -> None:
+    """A scheduler that publishes liveness on quotaflow.status is judged by it, not the journal."""
+    import asyncio
+
+    from streams.kafka_io import idempotent_producer
+
+    topic = f"{bare.prefix}quotaflow.status"
+
+    async def create() -> None:
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bare.bootstrap)
+        await admin.start()
+        try:
+            compacted = {"cleanup.policy": "compact"}
+            await admin.create_topics([NewTopic(topic, 1, 1, topic_configs=compacted)])
+        finally:
+            await admin.close()
+
+    async def publish(body: dict[str, Any]) -> None:
+        producer = idempotent_producer(bare.bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, orjson.dumps(body), key=b"scheduler/default")
+        finally:
+            await producer.stop()
+
+    asyncio.run(create())
+    now = time.time()
+    fresh = {"instance": "host-1", "active": True, "published_s": now, "last_tick_s": now - 1}
+    asyncio.run(publish(fresh))
+    up = run(bare, "status", "--json")
+    assert up.returncode == 0, up
+    scheduler = orjson.loads(up.stdout)["scheduler"]
+    assert scheduler["source"] == "quotaflow.status" and scheduler["instance"] == "host-1"
+    assert "instance host-1, active True" in run(bare, "status").stdout
+    asyncio.run(publish(fresh | {"published_s": now - 60}))
+    stale = run(bare, "status")
+    assert stale.returncode == 3 and "DOWN" in stale.stdout, stale
+    asyncio.run(publish(fresh | {"published_s": time.time(), "active": False}))
+    assert run(bare, "status").returncode == 3
