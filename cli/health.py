@@ -50,6 +50,9 @@ def register(subcommands: Any, source: Any) -> None:
     )
     rejected.add_argument("--topic-prefix", default=topic_prefix_default())
     rejected.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    from cli.security import add_kafka_security
+
+    add_kafka_security(rejected)
     rejected.add_argument("--since", help="only those since TIME (ISO 8601, ms, or 2h/30m/1d ago)")
     rejected.add_argument(
         "--limit", type=_positive_int, default=20, help="the most recent N (default 20)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import uuid
 from typing import Any
 
@@ -21,6 +22,8 @@ from cli.common import (
 from cli.verdicts import add_wait_options, check, deliver
 from domain.codec import DecodeError
 from streams import topics
+
+TEAM_ENV = "QUOTAFLOW_TEAM"
 
 
 def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
@@ -58,6 +61,18 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
     cancel.add_argument("job", metavar="JOB")
     add_wait_options(cancel)
     cancel.set_defaults(handler=_cancel)
+    for parser in (submit, cancel):
+        parser.add_argument(
+            "--team",
+            default=os.environ.get(TEAM_ENV) or None,
+            help=f"send to this team's job topic, {topics.JOBS}.TEAM, which a secured cluster "
+            f"grants the team's producers (default: ${TEAM_ENV}, else {topics.JOBS})",
+        )
+
+
+def _jobs_topic(args: argparse.Namespace) -> str:
+    """quotaflow.jobs, or the team's own quotaflow.jobs.<team> (docs/kafka.md)."""
+    return f"{topics.JOBS}.{args.team}" if args.team else topics.JOBS
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -104,7 +119,7 @@ def _submit(args: argparse.Namespace) -> int:
         raise CliError(f"submit: {args.file} holds no jobs", EXIT_USAGE)
     return deliver(
         args,
-        topics.JOBS,
+        _jobs_topic(args),
         [(str(body["job"]), orjson.dumps(body)) for body in bodies],
         [f"submitted {body['job']} to queue {body.get('queue')}" for body in bodies],
     )
@@ -157,4 +172,6 @@ def _job_body(item: Any, where: str) -> dict[str, Any]:
 def _cancel(args: argparse.Namespace) -> int:
     body = {"type": "JobCancelled", "job": args.job}
     check(topics.JOBS, body, "cancel")
-    return deliver(args, topics.JOBS, [(args.job, orjson.dumps(body))], [f"cancel of {args.job}"])
+    return deliver(
+        args, _jobs_topic(args), [(args.job, orjson.dumps(body))], [f"cancel of {args.job}"]
+    )

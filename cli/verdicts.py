@@ -81,6 +81,7 @@ async def send_and_wait(
 ) -> list[Verdict]:
     """Produces the messages; with wait_s, waits that long for every verdict (None: no waiting)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.errors import ClusterAuthorizationFailedError
 
     from streams.kafka_io import idempotent_producer, read_committed_consumer
 
@@ -88,7 +89,7 @@ async def send_and_wait(
     consumer: AIOKafkaConsumer | None = None
     if wait_s is not None:
         consumer = read_committed_consumer(bootstrap)
-    producer = idempotent_producer(bootstrap)
+    producer = idempotent_producer(bootstrap, request_timeout_ms=int(SEND_TIMEOUT_S * 1000))
     try:
         await asyncio.wait_for(producer.start(), SEND_TIMEOUT_S)
         partitions = await asyncio.wait_for(producer.partitions_for(topic), SEND_TIMEOUT_S)
@@ -113,6 +114,15 @@ async def send_and_wait(
                 producer.send_and_wait(topic, value, key=key.encode()), SEND_TIMEOUT_S
             )
             sent.append((meta.topic, meta.partition, meta.offset))
+    except ClusterAuthorizationFailedError:
+        # An idempotent producer asks for a producer id first, which needs Write on some topic.
+        from streams.kafka_io import current_security
+
+        raise CliError(
+            f"not authorized: Kafka refused user {current_security().username!r} any write, so "
+            f"also to topic {topic} (its role does not allow it; docs/kafka.md, Production "
+            "security)"
+        ) from None
     except TimeoutError:
         raise CliError(
             f"no answer from Kafka at {bootstrap} about topic {topic} within {SEND_TIMEOUT_S:.0f}s "
