@@ -127,8 +127,8 @@ def render_status(body: dict[str, Any]) -> str:
     now = body["now_ts"]
     s = body["scheduler"]
     if s.get("source") == "journal":
-        state = "DOWN (no journal write for too long)" if s["down"] else "up"
-        said = "from the journal's last record"
+        state = "unknown"
+        said = "it publishes no liveness on quotaflow.status; the journal's last write is below"
     else:
         state = "DOWN (stopped, or no liveness for too long)" if s["down"] else "up"
         said = f"instance {s.get('instance')}, active {s.get('active')}, "
