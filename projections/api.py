@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
+from projections import job_list
 from projections.read_models import (
     health_view,
     job_view,
@@ -265,4 +266,6 @@ def route(view: View, path: str, query: dict[str, str] | None = None) -> tuple[i
         return 200, usage_view(view, points=query.get("points", "") in ("1", "true", "yes"))
     if parts == ["health"]:
         return 200, health_view(view)
+    if parts[:1] == ["accounting"]:
+        return job_list.route(view, parts, query)
     return 404, {"error": f"no such path {path!r}", "paths": list(PATHS)}

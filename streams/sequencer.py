@@ -66,6 +66,7 @@ from streams.records import (
     describe,
     journal_bytes,
     rejection_bytes,
+    source_headers,
 )
 from streams.snapshots import (
     SNAPSHOT_RECORDS,
@@ -514,8 +515,10 @@ class Scheduler:
             await self._reject(record, ts, reason or "refused", pending)
             outcome.rejected += 1
             return
+        # The header names the input this record journals, so its producer can learn the
+        # verdict; headers are not part of the record's bytes, so replay never sees them.
         self._last_journal = await self._require_producer().send(
-            self.topics.journal, journaled, key=self._key
+            self.topics.journal, journaled, key=self._key, headers=source_headers(record)
         )
         pending.add(self._last_journal)
         self._apply(event, ts, key)
