@@ -58,7 +58,8 @@ def record_event(timelines: Timelines, record: JournalRecord) -> None:
                 "node": event.node,
                 "attempt": event.attempt,
                 "outcome": event.outcome,
-            },
+            }
+            | _outcome_details(event),
         )
     elif isinstance(event, JobPreempted):
         _entry(
@@ -68,6 +69,16 @@ def record_event(timelines: Timelines, record: JournalRecord) -> None:
         )
     elif isinstance(event, JobCancelled):
         _entry(timelines, event.job, base | {"event": "cancel_requested"})
+
+
+def _outcome_details(event: JobFinished) -> dict[str, Any]:
+    """The exit code and short reason an agent reported, where it did."""
+    details: dict[str, Any] = {}
+    if event.exit_code is not None:
+        details["exit_code"] = event.exit_code
+    if event.reason is not None:
+        details["exit_reason"] = event.reason
+    return details
 
 
 def record_command(
