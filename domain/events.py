@@ -225,7 +225,8 @@ class ClusterConfigured(Strict):
     preempt_grace_s: Seconds | None = Field(
         default=None,
         description="how long a preempted task may take to stop (SIGTERM, then SIGKILL) for "
-        "jobs that set no preempt_grace_s of their own; unset: 30",
+        "jobs that set no preempt_grace_s of their own; unset: Dispatches carry none and "
+        "the agent uses its own default",
     )
 
 

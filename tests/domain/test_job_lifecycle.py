@@ -147,3 +147,16 @@ def test_a_cancelled_waiting_job_leaves_nothing_behind() -> None:
     cluster.finish(10, "prep")
     assert cluster.dispatched() == []
     assert cluster.state.waiting == {} and cluster.state.dependents == {}
+
+
+def test_the_dispatch_carries_the_jobs_grace_period_else_the_clusters() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n1", gpu=8))
+    cluster.when(1, job("plain", "a"))
+    assert cluster.last[0].to_wire().get("preempt_grace_s") is None
+    cluster.given(2, event("ClusterConfigured", preempt_grace_s=30))
+    cluster.when(3, job("own", "a", preempt_grace_s=90), job("default", "a"))
+    assert [(c.job, c.to_wire()["preempt_grace_s"]) for c in cluster.last] == [
+        ("own", 90),
+        ("default", 30),
+    ]
