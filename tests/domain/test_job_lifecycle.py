@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from domain.commands import Preempt
+from domain.snapshot import decode_state, encode_state
 from tests.domain.harness import Cluster, event, job, node, queue
 
 
@@ -160,3 +161,21 @@ def test_the_dispatch_carries_the_jobs_grace_period_else_the_clusters() -> None:
         ("own", 90),
         ("default", 30),
     ]
+
+
+def test_a_snapshot_keeps_waiting_jobs_retries_and_time_limits() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n1", gpu=8))
+    _running(cluster, 0, job("prep", "a", max_retries=2, time_limit_s=100))
+    cluster.finish(10, "prep", outcome="failed")
+    cluster.agents_obey()
+    cluster.given(11, job("train", "a", after_ok=["prep"]), job("doomed", "a", gpu=16))
+    cluster.given(12, job("after-doomed", "a", after_ok=["doomed"]))
+    cluster.given(13, event("JobCancelled", job="doomed"))
+    body = encode_state(cluster.state)
+    restored = decode_state(body)
+    assert encode_state(restored) == body
+    assert restored.waiting == {"train": {"prep"}}
+    assert restored.jobs["prep"].retries == 1
+    assert restored.dependency_failed == {"after-doomed": "doomed"}
+    assert any(kind == "time_limit" for _, kind, _ in restored.timers)
