@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from cli import agent, audit, cluster, jobs, kafka, queues, scheduler, schema, simulate, views
+from cli import agent, audit, cluster, jobs, kafka, logs, queues, scheduler, schema, simulate, views
 from cli.common import (
     BOOTSTRAP_ENV,
     DEBUG_ENV,
@@ -179,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.register(commands, kafka_options, topic_options)
     scheduler.register(commands, kafka_options, topic_options)
     agent.register(commands, kafka_options)
+    logs.register(commands, kafka_options)
     jobs.register(commands, kafka_options)
     queues.register(commands, kafka_options)
     cluster.register(commands, kafka_options)

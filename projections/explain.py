@@ -128,7 +128,15 @@ def explain_job(view: View, job_id: str) -> dict[str, Any]:
         out["status"] = ended.value
         finished = [e for e in timeline if e["event"] == "finished"]
         when = f" at ts {finished[-1]['ts']}" if finished else ""
-        out["summary"] = f"{job_id} has ended: {ended.value}{when}{_ending(view, job_id)}"
+        exits = [
+            f"exit {e['exit_code']}"
+            + (f" ({e['reason']})" if e.get("reason") else "")
+            + f" on {e['node']}"
+            for e in finished
+            if e.get("exit_code") is not None and e["attempt"] == finished[-1]["attempt"]
+        ]
+        how = f" ({', '.join(exits)})" if exits else ""
+        out["summary"] = f"{job_id} has ended: {ended.value}{when}{how}{_ending(view, job_id)}"
     elif job.id in state.waiting:
         deps = sorted(state.waiting[job.id])
         out["status"] = "pending"
@@ -184,7 +192,7 @@ def attempt_outcomes(timeline: Iterable[dict[str, Any]]) -> list[str]:
         if entry["event"] != "finished":
             continue
         code = entry.get("exit_code")
-        why = entry.get("exit_reason")
+        why = entry.get("reason")
         detail = "" if code is None else f", exit code {code}"
         detail += "" if why is None else f" ({why})"
         lines.append(
@@ -203,11 +211,6 @@ def _ending(view: View, job_id: str) -> str:
     last = _last_preemption(timeline)
     if last is not None and last.get("reason") == "time_limit":
         return f"; stopped at its time limit (ts {last['ts']})"
-    finished = [e for e in timeline if e["event"] == "finished"]
-    if finished and finished[-1].get("exit_code") is not None:
-        end = finished[-1]
-        why = f" ({end['exit_reason']})" if end.get("exit_reason") else ""
-        return f", exit code {end['exit_code']}{why}"
     return ""
 
 

@@ -140,7 +140,7 @@ def last_exit(timeline: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The last reported end of an attempt (a failed one before a retry): code and reason."""
     for entry in reversed(timeline):
         if entry["event"] == "finished":
-            keys = ("attempt", "outcome", "exit_code", "exit_reason")
+            keys = ("attempt", "outcome", "exit_code", "reason")
             return {key: entry[key] for key in keys if key in entry}
     return None
 

@@ -59,7 +59,7 @@ def record_event(timelines: Timelines, record: JournalRecord) -> None:
                 "attempt": event.attempt,
                 "outcome": event.outcome,
             }
-            | _outcome_details(event),
+            | _exit(event),
         )
     elif isinstance(event, JobPreempted):
         _entry(
@@ -69,16 +69,6 @@ def record_event(timelines: Timelines, record: JournalRecord) -> None:
         )
     elif isinstance(event, JobCancelled):
         _entry(timelines, event.job, base | {"event": "cancel_requested"})
-
-
-def _outcome_details(event: JobFinished) -> dict[str, Any]:
-    """The exit code and short reason an agent reported, where it did."""
-    details: dict[str, Any] = {}
-    if event.exit_code is not None:
-        details["exit_code"] = event.exit_code
-    if event.reason is not None:
-        details["exit_reason"] = event.reason
-    return details
 
 
 def record_command(
@@ -160,3 +150,9 @@ def queue_of(timelines: Timelines, job_id: str) -> str | None:
         if entry["event"] == "submitted":
             return str(entry["queue"])
     return None
+
+
+def _exit(event: JobFinished) -> dict[str, Any]:
+    """The exit code and its reason (a signal), when the agent reported them (--exec)."""
+    found = {key: getattr(event, key, None) for key in ("exit_code", "reason")}
+    return {key: value for key, value in found.items() if value is not None}

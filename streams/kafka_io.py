@@ -151,6 +151,12 @@ TOPIC_CONFIGS: dict[str, dict[str, str]] = {
     names.COMMANDS: {"cleanup.policy": "delete", **UNLIMITED},
     names.REJECTED: {"cleanup.policy": "delete", "retention.ms": str(30 * DAY_MS)},
     names.SNAPSHOTS: {"cleanup.policy": "compact", **UNLIMITED},
+    # Jobs' output: for people, bounded by age and by size (per partition); the node keeps files.
+    names.LOGS: {
+        "cleanup.policy": "delete",
+        "retention.ms": str(7 * DAY_MS),
+        "retention.bytes": str(1 << 30),
+    },
 }
 
 

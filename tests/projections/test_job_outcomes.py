@@ -30,7 +30,7 @@ def test_a_retried_job_shows_its_attempts_with_exit_codes() -> None:
     _fail(j, 6, "flaky", 137, "SIGKILL")
     done = explain_at(j.records, "flaky")
     assert done["status"] == "failed"
-    assert done["summary"].endswith("exit code 137 (SIGKILL)")
+    assert done["summary"].endswith("(exit 137 (SIGKILL) on n1)")
     assert done["attempts"] == [
         "attempt 1 failed on n1 at ts 4, exit code 3",
         "attempt 2 failed on n1 at ts 6, exit code 137 (SIGKILL)",
