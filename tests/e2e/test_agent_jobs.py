@@ -134,8 +134,8 @@ exit 1
 
 
 NEEDS_CORE = pytest.mark.skip(
-    reason="needs the core's device assignment, time limits, retries and dependencies "
-    "(issue 14's core half): the contract fields exist, the decisions do not yet"
+    reason="needs the core's device assignment (issue 14's core half): the contract fields "
+    "exist, the decisions do not yet"
 )
 
 
@@ -165,7 +165,6 @@ def submit_yaml(cluster: Cluster, tmp_path: Path, name: str, jobs: str) -> None:
     cluster.run("submit", "-f", str(path))
 
 
-@NEEDS_CORE
 def test_retries_time_limits_and_dependencies_on_real_commands(
     cluster: Cluster, tmp_path: Path
 ) -> None:
