@@ -37,7 +37,7 @@ class _Group(click.Group):
         return super().resolve_command(ctx, args)
 
 
-class _ArgparseType(click.ParamType):  # type: ignore[type-arg]
+class _ArgparseType(click.ParamType):  # type: ignore[type-arg,unused-ignore]  # generic from click 8.4
     """An argparse `type=` callable as a click type: its ArgumentTypeError is the message."""
 
     def __init__(self, convert: Callable[[str], Any]) -> None:
