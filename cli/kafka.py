@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli.common import EXIT_NOT_RUNNING, _Parser, _positive_int, _topic_settings, resolve_bootstrap
+from cli.common import (
+    EXIT_NOT_RUNNING,
+    CliError,
+    _Parser,
+    _positive_int,
+    _topic_settings,
+    resolve_bootstrap,
+)
 from streams import topics
 
 
@@ -29,11 +36,21 @@ def register(
         "--port", type=int, help="broker port (default: a free one, kept across restarts)"
     )
     start.add_argument("--no-topics", action="store_true", help="do not create QuotaFlow's topics")
+    start.add_argument(
+        "--brokers",
+        type=_positive_int,
+        default=1,
+        help="nodes of a local KRaft cluster (default 1; 3 gives replication factor 3, "
+        "min.insync.replicas 2)",
+    )
     start.set_defaults(handler=_kafka_start)
-    stop = actions.add_parser("stop", help="stop the broker started by `quotaflow kafka start`")
+    stop = actions.add_parser(
+        "stop", help="stop the broker or cluster started by `quotaflow kafka start`"
+    )
     stop.set_defaults(handler=_kafka_stop)
     status = actions.add_parser(
-        "status", help="print the running broker's bootstrap address (exit 3 when none runs)"
+        "status",
+        help="print the running broker's (or cluster's) bootstrap address (exit 3 when none runs)",
     )
     status.set_defaults(handler=_kafka_status)
     create = actions.add_parser(
@@ -57,6 +74,8 @@ def _root() -> Path:
 
 
 def _kafka_start(args: argparse.Namespace) -> int:
+    if args.brokers > 1:
+        return _cluster_start(args)
     from devtools.detached import ensure_broker, read_state
     from streams.kafka_io import Topics, ensure_topics
 
@@ -76,22 +95,67 @@ def _kafka_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster_start(args: argparse.Namespace) -> int:
+    from devtools.detached_cluster import ensure_cluster, read_cluster_state
+    from streams.kafka_io import Topics, TopicSettings, ensure_topics
+
+    if args.port is not None:
+        raise CliError("--port applies to a single broker; a cluster picks a port per node")
+    root = _root()
+    before = read_cluster_state(root)
+    running = before is not None and before.is_alive()
+    handle = ensure_cluster(root, args.brokers, data_dir=args.data_dir)
+    word = "already running" if running else "started"
+    for node, broker in zip(handle.nodes, handle.brokers, strict=True):
+        print(
+            f"quotaflow: node {node.node_id} {word} (pid {broker.pid}, {node.bootstrap}, "
+            f"log {broker.log_path})",
+            file=sys.stderr,
+        )
+    if not args.no_topics:
+        replicas = min(3, len(handle.nodes))
+        settings = TopicSettings(
+            replication_factor=replicas, min_insync_replicas=2 if replicas >= 3 else 1
+        )
+        asyncio.run(ensure_topics(handle.bootstrap, Topics.for_prefix(args.topic_prefix), settings))
+    print(handle.bootstrap, flush=True)
+    return 0
+
+
 def _kafka_stop(args: argparse.Namespace) -> int:
     from devtools.detached import read_state, stop_from_state
+    from devtools.detached_cluster import read_cluster_state, stop_cluster_from_state
 
     root = _root()
     handle = read_state(root)
+    cluster = read_cluster_state(root)
+    stopped = False
     if stop_from_state(root):
         print(f"stopped the broker at {handle.bootstrap if handle else '?'}")
-    else:
+        stopped = True
+    if stop_cluster_from_state(root):
+        print(f"stopped the cluster at {cluster.bootstrap if cluster else '?'}")
+        stopped = True
+    if not stopped:
         print("no broker was running")
     return 0
 
 
 def _kafka_status(args: argparse.Namespace) -> int:
     from devtools.detached import read_state
+    from devtools.detached_cluster import read_cluster_state
 
-    handle = read_state(_root())
+    root = _root()
+    cluster = read_cluster_state(root)
+    if cluster is not None and cluster.is_alive():
+        print(cluster.bootstrap)
+        for node, broker in zip(cluster.nodes, cluster.brokers, strict=True):
+            state = "running" if broker.is_alive() else "down"
+            print(
+                f"node {node.node_id} {node.bootstrap} {state} (pid {broker.pid})", file=sys.stderr
+            )
+        return 0
+    handle = read_state(root)
     if handle is None or not handle.is_alive():
         print("not running")
         return EXIT_NOT_RUNNING
