@@ -45,6 +45,16 @@ def register(
         action="store_true",
         help="rebuild the state from the whole journal instead of the newest snapshot",
     )
+    scheduler.add_argument(
+        "--instance",
+        help="this instance's name, shown as the active scheduler (default: host-pid)",
+    )
+    scheduler.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="run at once without leader election: a second instance fences this one instead "
+        "of waiting as a standby",
+    )
     scheduler.set_defaults(handler=_scheduler)
 
 
@@ -71,5 +81,7 @@ def _scheduler(args: argparse.Namespace) -> int:
             snapshot_seconds=args.snapshot_seconds,
             load_snapshots=not args.ignore_snapshots,
             topic_settings=settings,
+            standby=not args.no_standby,
+            instance=args.instance,
         )
     )
