@@ -30,9 +30,11 @@ from streams.kafka_io import (
     Topics,
     TopicSettings,
     dumps,
+    ensure_topics,
     idempotent_producer,
     loads,
     now_ms,
+    partitions_of,
     read_to_end,
 )
 from streams.standby import Follower, WarmStart
@@ -86,6 +88,9 @@ async def ensure_leader_topic(bootstrap: str, topics: Topics, settings: TopicSet
             raise RuntimeError(f"could not create {leader_topic(topics)}: {errors}")
     finally:
         await admin.close()
+    # The group's assignment is computed from metadata: a topic the leader does not see yet
+    # would be assigned to nobody.
+    await partitions_of(bootstrap, [leader_topic(topics)])
 
 
 class Leadership(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -241,6 +246,7 @@ async def run_with_standby(
     ``run_active(warm, lost, announce)`` runs the sequencer from ``warm`` until ``lost`` is
     set (or it is fenced), awaiting ``announce`` once it has started.
     """
+    await ensure_topics(bootstrap, topics, settings)  # a standby follows the journal at once
     await ensure_leader_topic(bootstrap, topics, settings)
     leadership = Leadership(bootstrap, topics, cluster, instance)
     await leadership.start()
@@ -252,8 +258,11 @@ async def run_with_standby(
             follow = asyncio.create_task(follower.run(following))
             await _first(stop.wait(), leadership.active.wait())
             following.set()
-            with contextlib.suppress(Exception):
-                await follow
+            # The follower may be cut short anywhere (even inside its client's start); its
+            # state is only used when the journal confirms it, so any ending will do.
+            (ended_with,) = await asyncio.gather(follow, return_exceptions=True)
+            if isinstance(ended_with, BaseException):
+                log.info("standby follower ended with %r", ended_with)
             if stop.is_set():
                 break
             ended = asyncio.Event()
