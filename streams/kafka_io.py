@@ -238,6 +238,15 @@ async def check_retention(bootstrap: str, topics: Topics) -> None:
         )
 
 
+# Broker failures (docs/kafka.md, "Failover"): producers wait for every in-sync replica and
+# are idempotent; a send retries through a leader election until REQUEST_TIMEOUT_MS, then the
+# scheduler aborts the batch and rebuilds from the journal. A dead scheduler's open
+# transaction is aborted after TRANSACTION_TIMEOUT_MS, or when its successor starts.
+REQUEST_TIMEOUT_MS = 30_000
+RETRY_BACKOFF_MS = 200
+TRANSACTION_TIMEOUT_MS = 60_000
+
+
 def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
     """A producer whose writes commit or vanish together; a newer one with the same id fences it."""
     return AIOKafkaProducer(
@@ -246,22 +255,34 @@ def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaPro
         enable_idempotence=True,
         acks="all",
         linger_ms=5,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        retry_backoff_ms=RETRY_BACKOFF_MS,
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
     )
 
 
 def idempotent_producer(bootstrap: str) -> AIOKafkaProducer:
     """A plain producer for ingress writers (clients, agents, tests): no duplicates on retry."""
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        retry_backoff_ms=RETRY_BACKOFF_MS,
+    )
 
 
 def read_committed_consumer(bootstrap: str, group_id: str | None = None) -> AIOKafkaConsumer:
-    """A consumer that never sees aborted transactions and commits only when told to."""
+    """A consumer that never sees aborted transactions and commits only when told to
+    (after a broker failure it finds the new leader and reconnects by itself)."""
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group_id,
         isolation_level="read_committed",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        request_timeout_ms=REQUEST_TIMEOUT_MS + 10_000,  # above the brokers' fetch wait
+        retry_backoff_ms=RETRY_BACKOFF_MS,
     )
 
 

@@ -1,0 +1,196 @@
+"""Chaos rounds on a local three-broker cluster: kill brokers and schedulers while jobs stream in, then count what was lost, duplicated and reproduced (benchmark, I/O).
+
+    .venv/bin/python bench/chaos.py --rounds 20
+
+Starts its own three-node KRaft cluster (``devtools.cluster``) in a temporary directory, two
+``quotaflow scheduler`` processes (one active, one warm standby) and fake node agents, and
+streams jobs the whole time. Each round does one of, in turn:
+
+- ``leader``: SIGKILL the broker leading the journal partition, restart it ``--down-seconds``
+  later;
+- ``follower``: SIGKILL a broker that follows the journal partition, restart it later;
+- ``stop``: stop a broker cleanly (SIGTERM) for ``--stop-seconds`` (a minute by default);
+- ``scheduler``: SIGKILL the active scheduler; the standby takes over; the killed one comes
+  back as the new standby.
+
+Per round it prints the failover time: for a broker, from the kill until a job submitted
+after it is journaled; for the scheduler, from the kill until the standby has started
+sequencing. At the end it waits for every job to finish and prints lost / duplicated /
+reproduced counts (the checks of tests/cluster). Timings depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from devtools.cluster import ClusterHandle, start_cluster
+from devtools.kafka_home import project_root
+from streams.kafka_io import Topics, TopicSettings, ensure_topics, idempotent_producer
+from streams.replay import read_journal
+from tests.cluster.flow import (
+    QUEUE,
+    SchedulerProcess,
+    all_finished,
+    job,
+    node_agents,
+    outcome,
+    partition_leader,
+    send,
+    wait_for,
+)
+
+ACTIONS = ("leader", "follower", "stop", "scheduler")
+CLUSTER = "chaos"
+
+
+class Streamer:
+    """Submits one job every ``interval`` seconds until stopped; counts what it sent."""
+
+    def __init__(self, bootstrap: str, topics: Topics, interval: float) -> None:
+        self.bootstrap, self.topics, self.interval = bootstrap, topics, interval
+        self.sent = 0
+        self.stop = asyncio.Event()
+
+    async def run(self) -> None:
+        producer = idempotent_producer(self.bootstrap)
+        await producer.start()
+        try:
+            while not self.stop.is_set():
+                submitted = job(self.sent)
+                await send(producer, self.topics.jobs, submitted, submitted["job"])
+                self.sent += 1
+                await asyncio.sleep(self.interval)
+        finally:
+            await producer.stop()
+
+
+async def journaled(bootstrap: str, topics: Topics, name: str) -> bool:
+    journal = await read_journal(bootstrap, topics.prefix, CLUSTER)
+    return any(getattr(r.event, "job", None) == name for r in journal)
+
+
+async def broker_round(
+    cluster: ClusterHandle, topics: Topics, streamer: Streamer, action: str, down_s: float
+) -> tuple[int, float]:
+    bootstrap = cluster.bootstrap
+    leader = await partition_leader(bootstrap, topics.journal)
+    if action == "leader":
+        victim = leader
+    else:
+        victim = next(n.node_id for n in cluster.nodes if n.node_id != leader)
+    killed_at = time.monotonic()
+    if action == "stop":
+        await asyncio.to_thread(cluster.stop_node, victim)
+    else:
+        cluster.kill(victim)
+    after = job(streamer.sent + 1)["job"]
+    await wait_for(lambda: journaled(bootstrap, topics, after), f"{after} journaled", 300)
+    failover = time.monotonic() - killed_at
+    await asyncio.sleep(max(0.0, down_s - (time.monotonic() - killed_at)))
+    await asyncio.to_thread(cluster.restart, victim)
+    return victim, failover
+
+
+async def scheduler_round(schedulers: list[SchedulerProcess]) -> tuple[str, float]:
+    active = next(s for s in schedulers if s.active())
+    standby = next(s for s in schedulers if s is not active)
+    active.kill()
+    killed_at = time.monotonic()
+    await wait_for(lambda: asyncio.sleep(0, standby.active()), "the takeover", 300)
+    failover = time.monotonic() - killed_at
+    active.start()  # back as the standby
+    await wait_for(lambda: asyncio.sleep(0, "waits as a standby" in active.log()), "standby", 120)
+    return standby.name, failover
+
+
+async def chaos(args: argparse.Namespace, cluster: ClusterHandle, logs: Path) -> int:
+    bootstrap = cluster.bootstrap
+    topics = Topics.for_prefix("chaos.")
+    await ensure_topics(bootstrap, topics, TopicSettings(3, 2))
+    schedulers = [
+        SchedulerProcess(bootstrap, topics, CLUSTER, name, logs) for name in ("sched-a", "sched-b")
+    ]
+    schedulers[0].start()
+    await wait_for(lambda: asyncio.sleep(0, schedulers[0].active()), "the first scheduler")
+    schedulers[1].start()
+    producer = idempotent_producer(bootstrap)
+    await producer.start()
+    await send(producer, topics.admin, QUEUE, "team")
+    await producer.stop()
+    times: dict[str, list[float]] = {action: [] for action in ACTIONS}
+    print(f"{'round':>5}  {'action':<9}  {'target':<8}  {'failover s':>10}  jobs sent")
+    try:
+        async with node_agents(bootstrap, topics):
+            streamer = Streamer(bootstrap, topics, args.interval)
+            streaming = asyncio.create_task(streamer.run())
+            for round_no in range(1, args.rounds + 1):
+                action = ACTIONS[(round_no - 1) % len(ACTIONS)]
+                await asyncio.sleep(args.settle_seconds)
+                if action == "scheduler":
+                    target, failover = await scheduler_round(schedulers)
+                else:
+                    down = args.stop_seconds if action == "stop" else args.down_seconds
+                    node, failover = await broker_round(cluster, topics, streamer, action, down)
+                    target = f"node {node}"
+                times[action].append(failover)
+                print(
+                    f"{round_no:>5}  {action:<9}  {target:<8}  {failover:>10.1f}  {streamer.sent}",
+                    flush=True,
+                )
+            streamer.stop.set()
+            await streaming
+            await wait_for(
+                lambda: all_finished(bootstrap, topics, CLUSTER, streamer.sent),
+                "every job to finish",
+                600,
+            )
+    finally:
+        for scheduler in schedulers:
+            scheduler.terminate()
+    result = await outcome(bootstrap, topics, CLUSTER, streamer.sent)
+    print()
+    print(f"{'action':<9}  {'rounds':>6}  {'failover median s':>17}  {'max s':>6}")
+    for action, values in times.items():
+        if values:
+            print(
+                f"{action:<9}  {len(values):>6}  {statistics.median(values):>17.1f}  "
+                f"{max(values):>6.1f}"
+            )
+    print()
+    print(
+        f"jobs {result.jobs}: lost {result.lost}, duplicated {result.duplicated}, journal gaps "
+        f"{result.gaps}; commands {result.commands}, reproduced {result.reproduced}"
+    )
+    print(result.summary)
+    return 0 if result.ok else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--down-seconds", type=float, default=10, help="killed broker downtime")
+    parser.add_argument("--stop-seconds", type=float, default=60, help="stopped broker downtime")
+    parser.add_argument("--settle-seconds", type=float, default=3, help="pause between rounds")
+    parser.add_argument("--interval", type=float, default=0.2, help="seconds between jobs")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="quotaflow-chaos-") as tmp:
+        logs = Path(tmp) / "logs"
+        logs.mkdir()
+        cluster = start_cluster(project_root(), Path(tmp) / "cluster", brokers=3)
+        print(f"cluster {cluster.bootstrap}; logs in {logs} (removed at the end)", flush=True)
+        try:
+            return asyncio.run(chaos(args, cluster, logs))
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
