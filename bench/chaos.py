@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import statistics
 import sys
 import tempfile
@@ -181,6 +182,8 @@ def main() -> int:
     parser.add_argument("--settle-seconds", type=float, default=3, help="pause between rounds")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between jobs")
     args = parser.parse_args()
+    # The Kafka client logs every refused connection to a dead broker; the table says enough.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="quotaflow-chaos-") as tmp:
         logs = Path(tmp) / "logs"
         logs.mkdir()

@@ -96,14 +96,21 @@ class SchedulerProcess:
 
 
 async def wait_for(probe: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 180) -> Any:
-    """Polls ``probe`` until it returns something truthy; generous for a loaded machine."""
+    """Polls ``probe`` until it returns something truthy; generous for a loaded machine.
+
+    A probe that fails (a client meeting a broker that was just killed) counts as not yet.
+    """
     deadline = time.monotonic() + timeout_s
+    problem: Exception | None = None
     while True:
-        result = await probe()
+        try:
+            result = await probe()
+        except Exception as exc:
+            result, problem = None, exc
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
+            raise AssertionError(f"gave up waiting for {what} (last problem: {problem!r})")
         await asyncio.sleep(0.2)
 
 
