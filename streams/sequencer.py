@@ -678,9 +678,14 @@ async def run_scheduler(
         return
     from streams.leadership import default_instance, run_with_standby
 
+    # A standby refuses a journal Kafka may delete at once, not when it becomes active.
+    topics = Topics.for_prefix(topic_prefix)
+    await ensure_topics(bootstrap, topics, topic_settings or TopicSettings())
+    await check_retention(bootstrap, topics)
+
     await run_with_standby(
         bootstrap,
-        Topics.for_prefix(topic_prefix),
+        topics,
         cluster,
         instance or default_instance(),
         topic_settings or TopicSettings(),
