@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,12 +42,14 @@ from streams.kafka_io import Topics, TopicSettings, ensure_topics, idempotent_pr
 from streams.replay import read_journal
 from tests.cluster.flow import (
     QUEUE,
+    ROOT,
     SchedulerProcess,
     all_finished,
     job,
     node_agents,
     outcome,
     partition_leader,
+    quotaflow_command,
     send,
     wait_for,
 )
@@ -76,6 +82,31 @@ class Streamer:
 async def journaled(bootstrap: str, topics: Topics, name: str) -> bool:
     journal = await read_journal(bootstrap, topics.prefix, CLUSTER)
     return any(getattr(r.event, "job", None) == name for r in journal)
+
+
+def start_projections(
+    bootstrap: str, topics: Topics, logs: Path
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The real projections process (no checkpoint: it folds the journal from the start)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    with (logs / "projections.log").open("wb") as log:
+        process = subprocess.Popen(
+            [*quotaflow_command(), "projections", "--bootstrap", bootstrap, "--topic-prefix",
+             topics.prefix, "--port", str(port), "--no-checkpoint"],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return process, port
+
+
+async def projections_caught_up(port: int, seq: int) -> dict[str, object] | None:
+    def get() -> dict[str, object]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+            return dict(json.loads(response.read()))
+
+    health = await asyncio.to_thread(get)
+    return health if health.get("seq") == seq else None
 
 
 async def broker_round(
@@ -122,6 +153,7 @@ async def chaos(args: argparse.Namespace, cluster: ClusterHandle, logs: Path) ->
     schedulers[0].start()
     await wait_for(lambda: asyncio.sleep(0, schedulers[0].active()), "the first scheduler")
     schedulers[1].start()
+    projections, port = start_projections(bootstrap, topics, logs)
     producer = idempotent_producer(bootstrap)
     await producer.start()
     await send(producer, topics.admin, QUEUE, "team")
@@ -153,10 +185,17 @@ async def chaos(args: argparse.Namespace, cluster: ClusterHandle, logs: Path) ->
                 "every job to finish",
                 600,
             )
+        for scheduler in schedulers:
+            scheduler.terminate()  # the journal ends here, so the projections can catch up
+        last_seq = (await read_journal(bootstrap, topics.prefix, CLUSTER))[-1].seq
+        health = await wait_for(lambda: projections_caught_up(port, last_seq), "projections", 300)
     finally:
         for scheduler in schedulers:
             scheduler.terminate()
+        projections.terminate()
+        projections.wait(60)
     result = await outcome(bootstrap, topics, CLUSTER, streamer.sent)
+    projections_ok = not health["errors"] and not health["observed_not_derived"]
     print()
     print(f"{'action':<9}  {'rounds':>6}  {'failover median s':>17}  {'max s':>6}")
     for action, values in times.items():
@@ -171,7 +210,13 @@ async def chaos(args: argparse.Namespace, cluster: ClusterHandle, logs: Path) ->
         f"{result.gaps}; commands {result.commands}, reproduced {result.reproduced}"
     )
     print(result.summary)
-    return 0 if result.ok else 1
+    print(
+        f"projections (running throughout): at seq {health['seq']} of {last_seq}, "
+        f"commands derived {health['commands_derived']} observed {health['commands_observed']}, "
+        f"observed but not derived {len(health['observed_not_derived'])}, "
+        f"errors {len(health['errors'])}"
+    )
+    return 0 if result.ok and projections_ok else 1
 
 
 def main() -> int:

@@ -210,7 +210,7 @@ async def stream_jobs(
 
 async def all_finished(bootstrap: str, topics: Topics, cluster: str, jobs: int) -> bool:
     journal = await read_journal(bootstrap, topics.prefix, cluster)
-    finished = {r.event.job for r in journal if r.event.type == "JobFinished"}  # type: ignore[attr-defined]
+    finished = {r.event.job for r in journal if r.event.type == "JobFinished"}
     return len(finished) >= jobs
 
 
@@ -241,11 +241,7 @@ class Outcome:
 async def outcome(bootstrap: str, topics: Topics, cluster: str, jobs: int) -> Outcome:
     journal = await read_journal(bootstrap, topics.prefix, cluster)
     gaps = sum(1 for i, r in enumerate(journal) if r.seq != i + 1)
-    submitted = Counter(
-        r.event.job  # type: ignore[attr-defined]
-        for r in journal
-        if r.event.type == "JobSubmitted"
-    )
+    submitted = Counter(r.event.job for r in journal if r.event.type == "JobSubmitted")
     commands = await read_commands(bootstrap, topics.prefix)
     dispatches = Counter(
         (c["job"], c["attempt"], c["node"]) for c in commands if c["type"] == "Dispatch"
