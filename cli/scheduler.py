@@ -59,6 +59,7 @@ def register(
 
 
 def _scheduler(args: argparse.Namespace) -> int:
+    from streams.leadership import run_scheduler_with_standby
     from streams.sequencer import run_scheduler
 
     bootstrap = resolve_bootstrap(args.bootstrap)
@@ -70,18 +71,15 @@ def _scheduler(args: argparse.Namespace) -> int:
     if args.log_level == "DEBUG":  # the Kafka client's retries and reconnects, when asked for
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
     settings = _topic_settings(args)
+    options: dict[str, Any] = {
+        "snapshot_records": args.snapshot_records,
+        "snapshot_seconds": args.snapshot_seconds,
+        "load_snapshots": not args.ignore_snapshots,
+    }
+    if not args.no_standby:
+        options["instance"] = args.instance
+    run = run_scheduler if args.no_standby else run_scheduler_with_standby
     print(f"scheduler: cluster {args.cluster} on {bootstrap}", flush=True)
     return _run_until_signalled(
-        lambda stop: run_scheduler(
-            bootstrap,
-            cluster=args.cluster,
-            topic_prefix=args.topic_prefix,
-            stop=stop,
-            snapshot_records=args.snapshot_records,
-            snapshot_seconds=args.snapshot_seconds,
-            load_snapshots=not args.ignore_snapshots,
-            topic_settings=settings,
-            standby=not args.no_standby,
-            instance=args.instance,
-        )
+        lambda stop: run(bootstrap, args.cluster, args.topic_prefix, stop, settings, **options)
     )

@@ -25,10 +25,12 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from aiokafka.errors import KafkaError
 
 from streams.kafka_io import (
     Topics,
     TopicSettings,
+    check_retention,
     dumps,
     ensure_topics,
     idempotent_producer,
@@ -37,6 +39,8 @@ from streams.kafka_io import (
     partitions_of,
     read_to_end,
 )
+from streams.sequencer import Scheduler
+from streams.snapshots import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS
 from streams.standby import Follower, WarmStart
 
 __all__ = [
@@ -45,6 +49,7 @@ __all__ = [
     "Leadership",
     "active_scheduler",
     "default_instance",
+    "run_scheduler_with_standby",
     "run_with_standby",
 ]
 
@@ -54,6 +59,7 @@ LEADER_TOPIC = "quotaflow.leader"
 # A dead active instance is noticed after this long (the broker's default minimum is 6 s).
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 1000
+RETRY_PAUSE_S = 2.0
 
 
 def default_instance() -> str:
@@ -244,9 +250,26 @@ async def run_with_standby(
     """Wait as a warm standby until Kafka makes this instance active, run, and repeat until ``stop``.
 
     ``run_active(warm, lost, announce)`` runs the sequencer from ``warm`` until ``lost`` is
-    set (or it is fenced), awaiting ``announce`` once it has started.
+    set (or it is fenced), awaiting ``announce`` once it has started. A Kafka error (a broker
+    that just died, an election under way) starts this over after a pause, as a standby.
     """
-    await ensure_topics(bootstrap, topics, settings)  # a standby follows the journal at once
+    while not stop.is_set():
+        try:
+            await _elect_and_run(bootstrap, topics, cluster, instance, settings, run_active, stop)
+        except (KafkaError, OSError, TimeoutError) as exc:
+            log.warning("scheduler instance %s: %r; starting over as a standby", instance, exc)
+            await _first(stop.wait(), asyncio.sleep(RETRY_PAUSE_S))
+
+
+async def _elect_and_run(
+    bootstrap: str,
+    topics: Topics,
+    cluster: str,
+    instance: str,
+    settings: TopicSettings,
+    run_active: SchedulerRun,
+    stop: asyncio.Event,
+) -> None:
     await ensure_leader_topic(bootstrap, topics, settings)
     leadership = Leadership(bootstrap, topics, cluster, instance)
     await leadership.start()
@@ -276,6 +299,54 @@ async def run_with_standby(
                 await asyncio.sleep(1)
     finally:
         await leadership.stop()
+
+
+async def run_scheduler_with_standby(
+    bootstrap: str,
+    cluster: str = "default",
+    topic_prefix: str = "",
+    stop: asyncio.Event | None = None,
+    topic_settings: TopicSettings | None = None,
+    *,
+    instance: str | None = None,
+    snapshot_records: int | None = None,
+    snapshot_seconds: float | None = None,
+    load_snapshots: bool = True,
+) -> None:
+    """``run_scheduler`` with leader election: active when Kafka says so, a warm standby before."""
+    stop = stop or asyncio.Event()
+    topics = Topics.for_prefix(topic_prefix)
+    settings = topic_settings or TopicSettings()
+    # A standby refuses a journal Kafka may delete at once, not when it becomes active.
+    while True:
+        try:
+            await ensure_topics(bootstrap, topics, settings)
+            await check_retention(bootstrap, topics)
+            break
+        except (KafkaError, OSError, TimeoutError) as exc:  # a broker down: not a refusal
+            log.warning("could not check the topics yet (%r); retrying", exc)
+            await _first(stop.wait(), asyncio.sleep(RETRY_PAUSE_S))
+            if stop.is_set():
+                return
+
+    async def run_active(
+        warm: WarmStart | None, until: asyncio.Event, on_started: Callable[[], Awaitable[None]]
+    ) -> None:
+        scheduler = Scheduler(
+            bootstrap,
+            cluster,
+            topic_prefix,
+            topic_settings=settings,
+            snapshot_records=SNAPSHOT_RECORDS if snapshot_records is None else snapshot_records,
+            snapshot_seconds=SNAPSHOT_SECONDS if snapshot_seconds is None else snapshot_seconds,
+            load_snapshots=load_snapshots,
+            warm=warm,
+            on_started=on_started,
+        )
+        await scheduler.run(until)
+
+    name = instance or default_instance()
+    await run_with_standby(bootstrap, topics, cluster, name, settings, run_active, stop)
 
 
 async def _set_when_first(target: asyncio.Event, *events: asyncio.Event) -> None:

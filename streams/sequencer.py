@@ -58,7 +58,7 @@ from streams.snapshots import (
     newest_first,
     read_journal_from,
 )
-from streams.standby import WarmStart
+from streams.standby import WarmStart, continue_warm
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
 
@@ -171,8 +171,8 @@ class Scheduler:
             self.topics.snapshots, cluster, snapshot_records, snapshot_seconds, clock
         )
         self.load_snapshots = load_snapshots
-        # A standby's state, folded up to a journal offset (streams/leadership.py), and what
-        # to do once started (announce this instance as the active one).
+        # A standby's state, folded up to a journal offset, and what to do once started
+        # (announce this instance as the active one): streams/leadership.py.
         self.warm = warm
         self.on_started = on_started
         self._last_journal: asyncio.Future[Any] | None = None  # the open batch's last record
@@ -285,7 +285,7 @@ class Scheduler:
     async def _load(self) -> tuple[State, Manifest | None]:
         warm, self.warm = self.warm, None
         if warm is not None:
-            state = await self._from_warm(warm)
+            state = await continue_warm(self.bootstrap, self.topics, self._key, warm, self.plugins)
             if state is not None:
                 return state, None
         if self.load_snapshots:
@@ -304,24 +304,6 @@ class Scheduler:
             state, _ = fold(state, decode_journal(raw.value), self.plugins)
         state, _ = close_group(state, self.plugins)
         return state, None
-
-    async def _from_warm(self, warm: WarmStart) -> State | None:
-        """A standby's state folded on to the journal's end; None if the journal disagrees."""
-        tail = await read_journal_from(self.bootstrap, self.topics.journal, warm.offset, self._key)
-        seqs = [record.seq for record in tail]
-        if not seqs or seqs != list(range(warm.state.seq, warm.state.seq + len(seqs))):
-            log.warning("standby state passed over: the journal does not continue it")
-            return None
-        state = warm.state
-        for record in tail[1:]:
-            state, _ = fold(state, record, self.plugins)
-        state, _ = close_group(state, self.plugins)
-        log.info(
-            "state from the standby at seq %d plus %d journal records",
-            warm.state.seq,
-            len(tail) - 1,
-        )
-        return state
 
     async def _from_snapshot(self) -> tuple[State, Manifest] | None:
         """The newest snapshot that the journal confirms, folded on to the journal's end."""
@@ -645,53 +627,18 @@ async def run_scheduler(
     snapshot_records: int | None = None,
     snapshot_seconds: float | None = None,
     load_snapshots: bool = True,
-    standby: bool = False,
-    instance: str | None = None,
 ) -> None:
-    """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance.
-
-    With ``standby``, instances take part in Kafka's choice of one active scheduler and the
-    others wait as warm standbys (streams/leadership.py).
-    """
-    stop = stop or asyncio.Event()
-
-    async def run_active(
-        warm: WarmStart | None,
-        until: asyncio.Event,
-        on_started: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        scheduler = Scheduler(
-            bootstrap,
-            cluster,
-            topic_prefix,
-            topic_settings=topic_settings,
-            snapshot_records=SNAPSHOT_RECORDS if snapshot_records is None else snapshot_records,
-            snapshot_seconds=SNAPSHOT_SECONDS if snapshot_seconds is None else snapshot_seconds,
-            load_snapshots=load_snapshots,
-            warm=warm,
-            on_started=on_started,
-        )
-        await scheduler.run(until)
-
-    if not standby:
-        await run_active(None, stop)
-        return
-    from streams.leadership import default_instance, run_with_standby
-
-    # A standby refuses a journal Kafka may delete at once, not when it becomes active.
-    topics = Topics.for_prefix(topic_prefix)
-    await ensure_topics(bootstrap, topics, topic_settings or TopicSettings())
-    await check_retention(bootstrap, topics)
-
-    await run_with_standby(
+    """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance."""
+    scheduler = Scheduler(
         bootstrap,
-        topics,
         cluster,
-        instance or default_instance(),
-        topic_settings or TopicSettings(),
-        run_active,
-        stop,
+        topic_prefix,
+        topic_settings=topic_settings,
+        snapshot_records=SNAPSHOT_RECORDS if snapshot_records is None else snapshot_records,
+        snapshot_seconds=SNAPSHOT_SECONDS if snapshot_seconds is None else snapshot_seconds,
+        load_snapshots=load_snapshots,
     )
+    await scheduler.run(stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

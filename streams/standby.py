@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from aiokafka import TopicPartition
 
 from domain.codec import decode_journal
-from domain.decider import fold, initial_state
+from domain.decider import close_group, fold, initial_state
 from domain.events import JournalRecord
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.kafka_io import Topics, read_committed_consumer
-from streams.snapshots import newest_first
+from streams.snapshots import newest_first, read_journal_from
 
-__all__ = ["Follower", "WarmStart"]
+__all__ = ["Follower", "WarmStart", "continue_warm"]
 
 log = logging.getLogger("quotaflow.standby")
 
@@ -56,8 +56,18 @@ class Follower:
         return None if self.offset is None else WarmStart(self.state, self.offset)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Folds committed journal records until ``stop`` is set."""
+        """Folds committed journal records until ``stop`` is set, through broker failures."""
         start = await self._start_point()
+        while not stop.is_set():
+            try:
+                await self._follow(stop, start)
+            except Exception as exc:  # a broker died under the consumer: carry on after a pause
+                log.warning("standby could not read the journal (%r); retrying", exc)
+                await asyncio.sleep(1)
+            # Resume after the last record folded (or, before any, where this run began).
+            start = start if self.offset is None else self.offset + 1
+
+    async def _follow(self, stop: asyncio.Event, start: int) -> None:
         consumer = read_committed_consumer(self.bootstrap)
         await consumer.start()
         tp = TopicPartition(self.topics.journal, 0)
@@ -104,3 +114,22 @@ class Follower:
             log.warning("could not read snapshots (%r); following the whole journal", exc)
         self.state, self._expect = initial_state(), None
         return 0
+
+
+async def continue_warm(
+    bootstrap: str, topics: Topics, key: bytes, warm: WarmStart, plugins: Plugins
+) -> State | None:
+    """A standby's state folded on to the journal's end; None if the journal disagrees."""
+    tail = await read_journal_from(bootstrap, topics.journal, warm.offset, key)
+    seqs = [record.seq for record in tail]
+    if not seqs or seqs != list(range(warm.state.seq, warm.state.seq + len(seqs))):
+        log.warning("standby state passed over: the journal does not continue it")
+        return None
+    state = warm.state
+    for record in tail[1:]:
+        state, _ = fold(state, record, plugins)
+    state, _ = close_group(state, plugins)
+    log.info(
+        "state from the standby at seq %d plus %d journal records", warm.state.seq, len(tail) - 1
+    )
+    return state
