@@ -123,6 +123,10 @@ class Leadership(ConsumerRebalanceListener):  # type: ignore[misc]
             session_timeout_ms=SESSION_TIMEOUT_MS,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             partition_assignment_strategy=(StickyPartitionAssignor,),
+            # A just-created leader topic that the group leader's metadata did not show yet
+            # is assigned to nobody until the next metadata refresh (then the group
+            # rebalances): keep that short.
+            metadata_max_age_ms=5000,
         )
         await self._consumer.start()
         self._consumer.subscribe([self._tp.topic], listener=self)
