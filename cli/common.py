@@ -90,14 +90,16 @@ def resolve_bootstrap(explicit: str | None) -> str:
     if configured:
         return configured
     from devtools.detached import read_state
+    from devtools.detached_cluster import read_cluster_state
     from devtools.kafka_home import BrokerError, project_root
 
     try:
-        handle = read_state(project_root())
+        root = project_root()
     except BrokerError:  # installed without a checkout (e.g. in a container): no local broker
-        handle = None
-    if handle is not None and handle.is_alive():
-        return handle.bootstrap
+        return FALLBACK_BOOTSTRAP
+    for handle in (read_cluster_state(root), read_state(root)):
+        if handle is not None and handle.is_alive():
+            return handle.bootstrap
     return FALLBACK_BOOTSTRAP
 
 

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -74,6 +74,7 @@ from streams.snapshots import (
     Manifest,
     SnapshotWriter,
 )
+from streams.standby import WarmStart
 from streams.topics import JOBS
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
@@ -102,6 +103,8 @@ class Scheduler:
         snapshot_seconds: float = SNAPSHOT_SECONDS,
         load_snapshots: bool = True,
         teams: Mapping[str, str] | None = None,
+        warm: WarmStart | None = None,
+        on_started: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.cluster = cluster
@@ -132,6 +135,10 @@ class Scheduler:
         self._team_topics = {
             self.topics.team_jobs(team): (team, root) for team, root in self.teams.items()
         }
+        # A standby's state, folded up to a journal offset, and what to do once started
+        # (announce this instance as the active one): streams/leadership.py.
+        self.warm = warm
+        self.on_started = on_started
         self._last_journal: asyncio.Future[Any] | None = None  # the open batch's last record
         # Heartbeats heard but not journaled (they changed nothing but time); see
         # streams/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
@@ -169,6 +176,8 @@ class Scheduler:
             self.state.ts,
             ", ".join([*self.topics.ingress, *self._team_topics]),
         )
+        if self.on_started is not None:
+            await self.on_started()
 
     async def stop(self) -> None:
         for client in (self._consumer, self._producer):
@@ -288,8 +297,9 @@ class Scheduler:
         self.snapshots.loaded(manifest, self.clock())
 
     async def _load(self) -> tuple[State, Manifest | None]:
+        warm, self.warm = self.warm, None
         return await load_state(
-            self.bootstrap, self.topics, self.cluster, self.plugins, self.load_snapshots
+            self.bootstrap, self.topics, self.cluster, self.plugins, self.load_snapshots, warm=warm
         )
 
     async def _seek_committed(self) -> None:
