@@ -45,6 +45,16 @@ def register(
         action="store_true",
         help="rebuild the state from the whole journal instead of the newest snapshot",
     )
+    scheduler.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus /metrics and /health on this port (default: none)",
+    )
+    scheduler.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address for --metrics-port (0.0.0.0: all)"
+    )
     scheduler.set_defaults(handler=_scheduler)
 
 
@@ -71,5 +81,7 @@ def _scheduler(args: argparse.Namespace) -> int:
             snapshot_seconds=args.snapshot_seconds,
             load_snapshots=not args.ignore_snapshots,
             topic_settings=settings,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
         )
     )

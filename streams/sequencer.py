@@ -16,6 +16,7 @@ import hashlib
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,7 @@ from streams.kafka_io import (
     read_to_end,
     transactional_producer,
 )
+from streams.metrics import SchedulerMonitor, serving, sleep_or_stop
 from streams.records import (
     PRODUCER_STATE_ERRORS,
     RECORD_REFUSALS,
@@ -58,6 +60,7 @@ from streams.snapshots import (
     newest_first,
     read_journal_from,
 )
+from streams.status import PUBLISH_S, publish_status, status_topic
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
 
@@ -111,6 +114,7 @@ class BatchOutcome:
     ts: int = 0
     last_seq: int = 0
     aborted: bool = False  # Kafka failed the transaction; inputs were sought back to re-read
+    rejections: list[str] = field(default_factory=list)  # the kind of each refusal
 
 
 @dataclass(slots=True)
@@ -143,6 +147,7 @@ class Scheduler:
         snapshot_records: int = SNAPSHOT_RECORDS,
         snapshot_seconds: float = SNAPSHOT_SECONDS,
         load_snapshots: bool = True,
+        monitor: SchedulerMonitor | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.cluster = cluster
@@ -169,6 +174,9 @@ class Scheduler:
         )
         self.load_snapshots = load_snapshots
         self._last_journal: asyncio.Future[Any] | None = None  # the open batch's last record
+        self.monitor = monitor  # metrics and liveness (streams/metrics.py); None: not observed
+        if monitor is not None:
+            monitor.attach(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -407,6 +415,8 @@ class Scheduler:
         # Never reuse a ts: a later batch would otherwise join the previous group on replay.
         ts = max(self.clock(), self.state.ts + 1)
         outcome = BatchOutcome(ts=ts)
+        started = time.perf_counter()
+        cycle_s = 0.0
         pending = _Pending()
         try:
             async with producer.transaction():
@@ -416,10 +426,12 @@ class Scheduler:
                     await self._journal(Tick(), ts, pending)
                     self._apply(Tick(), ts, None)
                     outcome.journaled += 1
+                cycle_started = time.perf_counter()
                 try:
                     self.state, commands = close_group(self.state, self.plugins)
                 except Exception as exc:
                     raise _CycleFailure(exc) from exc
+                cycle_s = time.perf_counter() - cycle_started
                 for command in commands:
                     pending.add(
                         await producer.send(
@@ -460,6 +472,17 @@ class Scheduler:
         self.committed_seq = self.state.seq
         self.snapshots.committed(self.clock())
         outcome.last_seq = self.state.seq
+        if self.monitor is not None:
+            self.monitor.committed(
+                journaled=outcome.journaled,
+                ticks=int(tick),
+                rejections=outcome.rejections,
+                commands=commands,
+                cycle_s=cycle_s,
+                transaction_s=time.perf_counter() - started,
+                seq=self.state.seq,
+                ts=self.state.ts,
+            )
         log.debug(
             "batch ts %d: %d journaled (to seq %d), %d rejected, %d commands",
             ts,
@@ -507,13 +530,14 @@ class Scheduler:
             return
         event: Event | None = None
         journaled = b""
+        kind = "isolated"  # the kinds of refusal, for metrics: docs/operations.md
         if reason is None:
             try:
                 # decode_ingress refuses an input over limits.INPUT_BYTES_MAX before parsing it.
                 event = decode_ingress(self.topics.logical(record.topic), record.value or b"")
-                reason = admit(self.state, event)
+                reason, kind = admit(self.state, event), "refused"
             except DecodeError as exc:
-                reason = str(exc)
+                reason, kind = str(exc), "invalid"
             except Exception as exc:
                 raise _CoreFailure(key, exc) from exc
         if reason is None and event is not None:
@@ -521,9 +545,11 @@ class Scheduler:
             journaled, reason = journal_bytes(
                 JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
             )
+            kind = "unwritable"
         if reason is not None or event is None:
             await self._reject(record, ts, reason or "refused", pending)
             outcome.rejected += 1
+            outcome.rejections.append(kind)
             return
         self._last_journal = await self._require_producer().send(
             self.topics.journal, journaled, key=self._key
@@ -556,6 +582,10 @@ class Scheduler:
         pending.add(await self._require_producer().send(self.topics.rejected, raw))
 
     # -- helpers --------------------------------------------------------------------------
+
+    def ingress_reader(self) -> tuple[AIOKafkaConsumer | None, list[TopicPartition]]:
+        """The ingress consumer and its partitions, for the lag behind the ingress topics."""
+        return self._consumer, list(self._partitions)
 
     def _require_producer(self) -> AIOKafkaProducer:
         if self._producer is None:
@@ -613,8 +643,16 @@ async def run_scheduler(
     snapshot_records: int | None = None,
     snapshot_seconds: float | None = None,
     load_snapshots: bool = True,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    liveness: bool = True,
 ) -> None:
-    """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance."""
+    """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance.
+
+    With `metrics_port`, serves /metrics and /health there; with `liveness`, publishes its
+    liveness to quotaflow.status (streams/status.py) while it runs.
+    """
+    monitor = SchedulerMonitor(cluster)
     scheduler = Scheduler(
         bootstrap,
         cluster,
@@ -623,8 +661,44 @@ async def run_scheduler(
         snapshot_records=SNAPSHOT_RECORDS if snapshot_records is None else snapshot_records,
         snapshot_seconds=SNAPSHOT_SECONDS if snapshot_seconds is None else snapshot_seconds,
         load_snapshots=load_snapshots,
+        monitor=monitor,
     )
-    await scheduler.run(stop)
+    stop = stop or asyncio.Event()
+    quiet = asyncio.Event()  # stops the liveness publisher after the scheduler stopped
+
+    def health() -> dict[str, Any]:
+        return monitor.health()
+
+    async def publish() -> None:
+        async def lagged() -> dict[str, Any]:
+            await monitor.refresh_lag()
+            return monitor.health()
+
+        # The lag needs the consumer's event loop: refreshed here, read by the publisher.
+        async def refresher() -> None:
+            while not quiet.is_set():
+                await lagged()
+                if await sleep_or_stop(quiet, PUBLISH_S / 2):
+                    return
+
+        task = asyncio.create_task(refresher())
+        try:
+            await publish_status(
+                bootstrap, status_topic(topic_prefix), f"scheduler/{cluster}", health, quiet
+            )
+        finally:
+            task.cancel()
+
+    async with serving(metrics_host, metrics_port, monitor.registry, health, monitor.refresh_lag):
+        publisher = asyncio.create_task(publish()) if liveness else None
+        try:
+            await scheduler.run(stop)
+        finally:
+            monitor.liveness.active = False
+            quiet.set()
+            if publisher is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(publisher, 10)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,143 @@
+"""Liveness on the compacted `quotaflow.status` topic: the scheduler and the projections publish, `read_status` reads (I/O shell).
+
+Why a topic and not only an HTTP endpoint: whoever can reach Kafka can read it (the CLI only
+knows the bootstrap address, never the scheduler's host), a scheduler that died leaves its
+last word there with its time, and compaction keeps one record per component. The record is
+a JSON object (see `Liveness.as_dict` and the projections' `liveness`), keyed by
+`scheduler/<cluster>` or `projections/<host:port>`; `published_s` is the publisher's wall
+clock. `verdict` turns a record into up / stale / stopped for the CLI (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+STATUS = "quotaflow.status"
+PUBLISH_S = 2.0  # how often a component publishes its liveness
+STALE_AFTER_S = 15.0  # a record older than this means its publisher is down or stuck
+
+log = logging.getLogger(__name__)
+
+
+def status_topic(topic_prefix: str = "") -> str:
+    return f"{topic_prefix}{STATUS}"
+
+
+async def ensure_status_topic(bootstrap: str, topic: str, replication_factor: int = 1) -> None:
+    """Creates the compacted status topic if it is missing (one partition: a handful of keys)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        with contextlib.suppress(TopicAlreadyExistsError):
+            result = await admin.create_topics(
+                [
+                    NewTopic(
+                        topic,
+                        num_partitions=1,
+                        replication_factor=replication_factor,
+                        topic_configs={"cleanup.policy": "compact", "segment.ms": "600000"},
+                    )
+                ]
+            )
+            # aiokafka reports per-topic errors in the response instead of raising.
+            for entry in getattr(result, "topic_errors", []) or []:
+                code = entry[1]
+                if code not in (0, 36):  # 36: the topic already exists
+                    raise RuntimeError(f"cannot create {topic}: error code {code}")
+    finally:
+        await admin.close()
+
+
+async def publish_status(
+    bootstrap: str,
+    topic: str,
+    key: str,
+    liveness: Callable[[], dict[str, Any]],
+    stop: asyncio.Event,
+    interval_s: float = PUBLISH_S,
+) -> None:
+    """Publishes `liveness()` every `interval_s` until `stop`, and once more when stopping."""
+    try:
+        await ensure_status_topic(bootstrap, topic)
+    except Exception as exc:
+        log.warning("no liveness on %s: %r", topic, exc)
+        return
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    await producer.start()
+    try:
+        while True:
+            stopping = stop.is_set()
+            body = liveness() | {"published_s": time.time()}
+            try:
+                await producer.send_and_wait(topic, orjson.dumps(body), key=key.encode())
+            except Exception as exc:  # the broker is away: liveness is best effort
+                log.debug("liveness not published: %r", exc)
+            if stopping:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+    finally:
+        with contextlib.suppress(Exception):
+            await producer.stop()
+
+
+async def read_status(
+    bootstrap: str, topic_prefix: str = "", timeout_s: float = 10.0
+) -> dict[str, dict[str, Any]]:
+    """The newest liveness record per key (`scheduler/<cluster>`, `projections/<addr>`).
+
+    Empty when the topic does not exist yet (no scheduler ever ran with liveness).
+    """
+    topic = status_topic(topic_prefix)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if partitions is None:
+            await consumer._client.force_metadata_update()
+            partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            return {}
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.seek_to_beginning(*tps)
+        out: dict[str, dict[str, Any]] = {}
+        remaining = {tp for tp in tps if ends[tp] > 0}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while remaining and loop.time() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for tp, records in batch.items():
+                for record in records:
+                    if record.key is not None:
+                        if record.value is None:
+                            out.pop(record.key.decode(), None)
+                        else:
+                            with contextlib.suppress(orjson.JSONDecodeError):
+                                out[record.key.decode()] = orjson.loads(record.value)
+                    if record.offset + 1 >= ends[tp]:
+                        remaining.discard(tp)
+        return dict(sorted(out.items()))
+    finally:
+        await consumer.stop()
+
+
+def verdict(record: dict[str, Any], now_s: float, stale_after_s: float = STALE_AFTER_S) -> str:
+    """`up`, `stale` (no word for stale_after_s: down or stuck) or `stopped` (said so)."""
+    published = record.get("published_s")
+    if not isinstance(published, int | float) or now_s - published > stale_after_s:
+        return "stale"
+    if record.get("active") is False:
+        return "stopped"
+    return "up"
