@@ -24,9 +24,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from domain.commands import Dispatch, NodeCommand, Preempt
-from domain.quota import UNLIMITED
-from domain.resources import RESOURCE_NAMES
-from domain.state import JobStatus, State
+from domain.gauges import state_gauges
+from domain.state import State
 from streams.snapshots import SnapshotWriter
 
 
@@ -55,17 +54,6 @@ DURATION_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 def wall_s() -> float:
     return time.time()
-
-
-def amount(index: int, value: float) -> float:
-    """An internal amount in the contract's unit: gpu devices, cpu millicores, memory MB."""
-    if index == 0:
-        return value / 1000.0
-    return float(value)
-
-
-def _deserved(index: int, value: int) -> float:
-    return float("inf") if value == UNLIMITED else amount(index, value)
 
 
 def generate_latest(registry: CollectorRegistry) -> bytes:
@@ -255,50 +243,12 @@ def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
 
 
 def state_metrics(state: State) -> Iterator[Metric]:
-    """Jobs, queues and nodes of a state as gauges (the scheduler's and the projections')."""
-    pending: dict[str, int] = dict.fromkeys(sorted(state.queues), 0)
-    running: dict[str, int] = dict.fromkeys(sorted(state.queues), 0)
-    for job in state.jobs.values():
-        if job.status == JobStatus.PENDING:
-            pending[job.queue] = pending.get(job.queue, 0) + 1
-        else:
-            running[job.queue] = running.get(job.queue, 0) + 1
-    jobs = GaugeMetricFamily(
-        "quotaflow_queue_jobs", "Live jobs per queue and status", labels=["queue", "status"]
-    )
-    for queue_id in sorted(pending):
-        jobs.add_metric([queue_id, "pending"], pending[queue_id])
-        jobs.add_metric([queue_id, "running"], running[queue_id])
-    yield jobs
-    families = {
-        key: GaugeMetricFamily(f"quotaflow_queue_{key}", text, labels=["queue", "resource"])
-        for key, text in (
-            (
-                "deserved",
-                "Deserved quota (+Inf: unlimited); gpu devices, cpu millicores, memory MB",
-            ),
-            ("fair_share", "Fair share of the queue's subtree"),
-            ("allocated", "Allocated to the queue's subtree"),
-            ("limit", "Limit (absent: no cap)"),
-        )
-    }
-    for queue_id in sorted(state.queues):
-        queue = state.queues[queue_id]
-        allocated = queue.subtree_allocated.as_tuple()
-        for index, resource in enumerate(RESOURCE_NAMES):
-            labels = [queue_id, resource]
-            families["deserved"].add_metric(labels, _deserved(index, queue.quota.quota[index]))
-            families["fair_share"].add_metric(labels, amount(index, queue.fair_share[index]))
-            families["allocated"].add_metric(labels, amount(index, allocated[index]))
-            limit = queue.quota.limit[index]
-            if limit is not None:
-                families["limit"].add_metric(labels, amount(index, limit))
-    yield from families.values()
-    nodes = GaugeMetricFamily("quotaflow_nodes", "Nodes by state", labels=["state"])
-    lost = sum(1 for node in state.nodes.values() if node.lost)
-    nodes.add_metric(["live"], len(state.nodes) - lost)
-    nodes.add_metric(["lost"], lost)
-    yield nodes
+    """Jobs, queues and nodes of the state as gauges (domain/gauges.py)."""
+    for family in state_gauges(state):
+        gauge = GaugeMetricFamily(f"quotaflow_{family.name}", family.help, labels=family.labels)
+        for labels, value in family.samples:
+            gauge.add_metric(labels, value)
+        yield gauge
 
 
 # -- the node agent -----------------------------------------------------------------------------
