@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -311,3 +312,21 @@ async def _until_page(page: Any, expression: str, ready: Any, timeout_s: float =
             return last
         await asyncio.sleep(0.5)
     raise AssertionError(f"the dashboard never showed it; last seen: {last}")
+
+
+def test_compose_healthchecks_pass_against_the_real_processes(cluster: Cluster) -> None:
+    import yaml
+
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    for name, port in (
+        ("scheduler", cluster.scheduler_port),
+        ("agent-1", cluster.agent_port),
+        ("projections", cluster.projections_port),
+    ):
+        probe = re.sub(
+            r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", services[name]["healthcheck"]["test"][-1]
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == 0, f"{name}: {done.stderr}"
