@@ -7,6 +7,7 @@
 const REFRESH_MS = 2000;
 const COLOURS = ["#2563eb", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#06b6d4", "#84cc16", "#ec4899", "#64748b", "#f97316"];
 const SVGNS = "http://www.w3.org/2000/svg";
+const UNITS = { gpu: "gpu", cpu: "cpu (m)", memory: "memory (MB)" };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -37,7 +38,7 @@ async function get(path) {
 function fmtNum(v) {
   if (v === null || v === undefined) return "—";
   if (v === "unlimited") return "∞";
-  if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toFixed(2);
+  if (typeof v === "number") return Number.isInteger(v) ? v.toLocaleString("en-US") : v.toFixed(2);
   return String(v);
 }
 
@@ -98,13 +99,14 @@ function drawQueues(data) {
   const depth = depthOf(data.queues);
   const rows = [];
   for (const q of data.queues) {
-    const resources = Object.entries(q.resources).filter(([name, r]) => name === "gpu" || r.deserved !== 0 || r.allocated !== 0 || r.limit !== null);
+    // GPU always; CPU and memory only where the queue manages them (a quota or a limit).
+    const resources = Object.entries(q.resources).filter(([name, r]) => name === "gpu" || r.deserved !== 0 || r.limit !== null);
     resources.forEach(([name, r], i) => {
       const first = i === 0;
       rows.push(el("tr", { class: first ? "queue-first" : null, "data-queue": q.queue },
         el("td", { style: `padding-left:${8 + 16 * depth[q.queue]}px` }, first ? el("b", {}, q.queue) : ""),
         el("td", {}, first ? q.policy : ""),
-        el("td", {}, name),
+        el("td", {}, UNITS[name] || name),
         el("td", { class: "num" }, fmtNum(r.deserved)),
         el("td", { class: "num" }, fmtNum(r.fair_share)),
         el("td", { class: "num" }, fmtNum(r.allocated)),
