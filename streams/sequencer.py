@@ -43,7 +43,7 @@ from streams.kafka_io import (
     read_to_end,
     transactional_producer,
 )
-from streams.metrics import SchedulerMonitor, serving, sleep_or_stop
+from streams.metrics import SchedulerMonitor
 from streams.records import (
     PRODUCER_STATE_ERRORS,
     RECORD_REFUSALS,
@@ -60,7 +60,7 @@ from streams.snapshots import (
     newest_first,
     read_journal_from,
 )
-from streams.status import PUBLISH_S, publish_status, status_topic
+from streams.status import observed
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
 
@@ -663,42 +663,14 @@ async def run_scheduler(
         load_snapshots=load_snapshots,
         monitor=monitor,
     )
-    stop = stop or asyncio.Event()
-    quiet = asyncio.Event()  # stops the liveness publisher after the scheduler stopped
-
-    def health() -> dict[str, Any]:
-        return monitor.health()
-
-    async def publish() -> None:
-        async def lagged() -> dict[str, Any]:
-            await monitor.refresh_lag()
-            return monitor.health()
-
-        # The lag needs the consumer's event loop: refreshed here, read by the publisher.
-        async def refresher() -> None:
-            while not quiet.is_set():
-                await lagged()
-                if await sleep_or_stop(quiet, PUBLISH_S / 2):
-                    return
-
-        task = asyncio.create_task(refresher())
-        try:
-            await publish_status(
-                bootstrap, status_topic(topic_prefix), f"scheduler/{cluster}", health, quiet
-            )
-        finally:
-            task.cancel()
-
-    async with serving(metrics_host, metrics_port, monitor.registry, health, monitor.refresh_lag):
-        publisher = asyncio.create_task(publish()) if liveness else None
-        try:
-            await scheduler.run(stop)
-        finally:
-            monitor.liveness.active = False
-            quiet.set()
-            if publisher is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(publisher, 10)
+    await observed(
+        scheduler,
+        monitor,
+        stop or asyncio.Event(),
+        metrics=(metrics_host, metrics_port),
+        liveness=liveness,
+        replication_factor=(topic_settings or TopicSettings()).replication_factor,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,12 +15,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+
+from streams.metrics import SchedulerMonitor, serving, sleep_or_stop
 
 STATUS = "quotaflow.status"
 PUBLISH_S = 2.0  # how often a component publishes its liveness
@@ -65,10 +67,11 @@ async def publish_status(
     liveness: Callable[[], dict[str, Any]],
     stop: asyncio.Event,
     interval_s: float = PUBLISH_S,
+    replication_factor: int = 1,
 ) -> None:
     """Publishes `liveness()` every `interval_s` until `stop`, and once more when stopping."""
     try:
-        await ensure_status_topic(bootstrap, topic)
+        await ensure_status_topic(bootstrap, topic, replication_factor)
     except Exception as exc:
         log.warning("no liveness on %s: %r", topic, exc)
         return
@@ -141,3 +144,63 @@ def verdict(record: dict[str, Any], now_s: float, stale_after_s: float = STALE_A
     if record.get("active") is False:
         return "stopped"
     return "up"
+
+
+class Runnable(Protocol):
+    """What `observed` runs: streams.sequencer.Scheduler (not imported: no cycle)."""
+
+    bootstrap: str
+    cluster: str
+
+    @property
+    def topics(self) -> Any: ...
+
+    async def run(self, stop: asyncio.Event | None = None) -> None: ...
+
+
+async def observed(
+    scheduler: Runnable,
+    monitor: SchedulerMonitor,
+    stop: asyncio.Event,
+    *,
+    metrics: tuple[str, int | None] = ("127.0.0.1", None),
+    liveness: bool = True,
+    replication_factor: int = 1,
+) -> None:
+    """Runs the scheduler with /metrics and /health on `metrics` (host, port; None: off) and
+    its liveness on quotaflow.status; a last record says `active: false` when it stops."""
+    quiet = asyncio.Event()  # stops the publisher once the scheduler stopped
+
+    async def refresh_lag() -> None:  # the lag is read from the consumer, in its loop
+        while not quiet.is_set():
+            await monitor.refresh_lag()
+            if await sleep_or_stop(quiet, PUBLISH_S / 2):
+                return
+
+    host, port = metrics
+    async with serving(host, port, monitor.registry, monitor.health, monitor.refresh_lag):
+        tasks = []
+        if liveness:
+            topic = scheduler.topics.name(STATUS)
+            key = f"scheduler/{scheduler.cluster}"
+            tasks = [
+                asyncio.create_task(refresh_lag()),
+                asyncio.create_task(
+                    publish_status(
+                        scheduler.bootstrap,
+                        topic,
+                        key,
+                        monitor.health,
+                        quiet,
+                        replication_factor=replication_factor,
+                    )
+                ),
+            ]
+        try:
+            await scheduler.run(stop)
+        finally:
+            monitor.liveness.active = False
+            quiet.set()
+            if tasks:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
