@@ -56,6 +56,12 @@ async def ensure_status_topic(bootstrap: str, topic: str, replication_factor: in
                 code = entry[1]
                 if code not in (0, 36):  # 36: the topic already exists
                     raise RuntimeError(f"cannot create {topic}: error code {code}")
+        # Wait until the broker describes it, so the first send finds its leader at once.
+        for _ in range(100):
+            described = await admin.describe_topics([topic])
+            if described and described[0]["error_code"] == 0 and described[0]["partitions"]:
+                return
+            await asyncio.sleep(0.2)
     finally:
         await admin.close()
 
