@@ -53,9 +53,10 @@ from domain.codec import decode_ingress
 from domain.commands import Dispatch, Preempt
 from domain.events import NodeHeartbeat, Strict
 from streams import topics
+from streams.agent_metrics import AgentMonitor
 from streams.agent_state import AgentState, NodeHeldError, hold_node
 from streams.kafka_io import Topics, idempotent_producer, partitions_of
-from streams.metrics import AgentMonitor, serving
+from streams.metrics import serving
 
 log = logging.getLogger("quotaflow.agent")
 

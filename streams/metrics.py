@@ -1,6 +1,6 @@
-"""Prometheus metrics and liveness of the scheduler and the node agent, and the HTTP server that serves them (I/O shell).
+"""Prometheus metrics and liveness of the scheduler, and the HTTP server that serves /metrics and /health (I/O shell).
 
-The sequencer has one seam: `SchedulerMonitor.committed(outcome)` after each committed
+The sequencer has one seam: `SchedulerMonitor.committed(...)` after each committed
 transaction. Everything read from the state (queues, jobs, nodes) is collected when
 Prometheus scrapes, in the event loop that owns the state, so the scheduling loop pays
 nothing for it. Names, labels and units: docs/operations.md.
@@ -37,15 +37,6 @@ class Scheduler(Protocol):
     clock: Callable[[], int]
 
     def ingress_reader(self) -> tuple[Any, list[Any]]: ...
-
-
-class Agent(Protocol):
-    """What the monitor reads of `streams.agent.Agent`."""
-
-    state: Any
-
-    @property
-    def runs(self) -> dict[str, Any]: ...
 
 
 # Cycles take from tens of microseconds (nothing to do) to seconds (a big cluster's reclaim).
@@ -198,8 +189,8 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         monitor = self.monitor
         live = monitor.liveness
-        yield _gauge("quotaflow_scheduler_active", "1 while this instance sequences", live.active)
-        yield _gauge("quotaflow_journal_seq", "Last journal seq written", live.journal_seq)
+        yield gauge("quotaflow_scheduler_active", "1 while this instance sequences", live.active)
+        yield gauge("quotaflow_journal_seq", "Last journal seq written", live.journal_seq)
         lag = GaugeMetricFamily(
             "quotaflow_scheduler_ingress_lag_records",
             "Records on the ingress topics not yet sequenced",
@@ -236,7 +227,7 @@ class _StateCollector(Collector):
         yield age
 
 
-def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
+def gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, help_text)
     family.add_metric([], float(value))
     return family
@@ -249,67 +240,6 @@ def state_metrics(state: State) -> Iterator[Metric]:
         for labels, value in family.samples:
             gauge.add_metric(labels, value)
         yield gauge
-
-
-# -- the node agent -----------------------------------------------------------------------------
-
-
-class AgentMonitor:
-    """A node agent's counters and a collector over its runs."""
-
-    def __init__(self, node: str) -> None:
-        self.node = node
-        self.registry = CollectorRegistry()
-        self.agent: Agent | None = None
-        self.started_s = wall_s()
-        self.last_heartbeat_s: float | None = None
-        r = self.registry
-        self.reports = Counter(
-            "quotaflow_agent_reports", "Events the agent sent", ["type"], registry=r
-        )
-        self.commands = Counter(
-            "quotaflow_agent_commands", "Commands addressed to this node", ["type"], registry=r
-        )
-        r.register(_AgentCollector(self))
-
-    def sent(self, kind: str) -> None:
-        self.reports.labels(kind).inc()
-        if kind == "NodeHeartbeat":
-            self.last_heartbeat_s = wall_s()
-
-    def received(self, kind: str) -> None:
-        self.commands.labels(kind).inc()
-
-    def health(self) -> dict[str, Any]:
-        agent = self.agent
-        return {
-            "component": "agent",
-            "node": self.node,
-            "instance": None if agent is None or agent.state is None else agent.state.instance,
-            "started_s": self.started_s,
-            "last_heartbeat_s": self.last_heartbeat_s,
-            "running_jobs": 0 if agent is None else len(agent.runs),
-            "now_s": wall_s(),
-        }
-
-
-class _AgentCollector(Collector):
-    def __init__(self, monitor: AgentMonitor) -> None:
-        self.monitor = monitor
-
-    def collect(self) -> Iterator[Metric]:
-        agent = self.monitor.agent
-        yield _gauge(
-            "quotaflow_agent_running_jobs",
-            "Jobs this node runs",
-            0 if agent is None else len(agent.runs),
-        )
-        beat = GaugeMetricFamily(
-            "quotaflow_agent_last_heartbeat_timestamp_seconds", "Wall time of the last heartbeat"
-        )
-        if self.monitor.last_heartbeat_s is not None:
-            beat.add_metric([], self.monitor.last_heartbeat_s)
-        yield beat
 
 
 # -- serving ------------------------------------------------------------------------------------
