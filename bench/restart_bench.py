@@ -313,7 +313,7 @@ def main() -> int:
         if args.bootstrap:
             asyncio.run(bench(args.bootstrap, args, logs))
             return 0
-        from streams.broker import start_broker
+        from devtools.broker import start_broker
 
         handle = start_broker(ROOT, data_dir=Path(tmp) / "kafka")
         try:

@@ -32,6 +32,7 @@ from domain.limits import (
     TS_MAX,
     clip,
 )
+from domain.plugins import validation_context
 
 # Which event types each ingress topic accepts, so ACLs on topics mean something.
 INGRESS_TYPES: dict[str, tuple[type[Strict], ...]] = {
@@ -112,7 +113,7 @@ def _validate(data: dict[str, Any], allowed: tuple[type[Strict], ...] | None) ->
         names = ", ".join(c.__name__ for c in allowed)
         raise DecodeError(f"type: {kind} is not accepted on this topic (accepted: {names})")
     try:
-        event: Event = cls.model_validate(data)  # type: ignore[assignment]
+        event: Event = cls.model_validate(data, context=validation_context())  # type: ignore[assignment]
     except ValidationError as exc:
         raise DecodeError(f"{kind}: {describe_validation_error(exc)}") from None
     return event

@@ -10,15 +10,15 @@ run exactly the same cycles and emit exactly the same commands.
 from __future__ import annotations
 
 from domain import fairshare
+from domain.acceptance import accept
 from domain.commands import NodeCommand
-from domain.decide import admit
+from domain.cycle.session import Session
 from domain.events import Event, JournalRecord
 from domain.evolve import evolve
 from domain.plugins import DEFAULT_PLUGINS, Plugins
-from domain.session import Session
 from domain.state import State
 
-__all__ = ["admit", "close_group", "fold", "initial_state", "run_cycle"]
+__all__ = ["accept", "close_group", "fold", "initial_state", "run_cycle"]
 
 
 def initial_state() -> State:
@@ -66,7 +66,7 @@ def run_cycle(state: State, plugins: Plugins = DEFAULT_PLUGINS) -> list[NodeComm
     for action in actions[1:]:
         action.execute(session)
     state.needs_cycle = False
-    return session.commands
+    return session.commit()
 
 
 def _nodes_due(state: State) -> bool:

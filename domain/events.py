@@ -10,9 +10,11 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from domain import limits
 from domain.resources import ResourceError, Resources, gpu_to_milli
@@ -140,13 +142,31 @@ class PreemptionRules(Strict):
     within_queue: bool = False
 
 
-PolicyKind = Literal["fifo", "round_robin", "balance", "intelligent"]
+# A queue policy's name: one of the policies registered in domain.plugins.QUEUE_POLICIES.
+# These models cannot import that registry (its policies depend on the state, which depends
+# on these events), so whoever validates input (codec, manifests, what-if) passes the
+# registered names as validation context under POLICY_KINDS, and acceptance refuses an
+# unregistered kind as well (docs/architecture.md).
+PolicyKind = str
+POLICY_KINDS = "policy_kinds"
 
 
 class QueuePolicyConfig(Strict):
     kind: PolicyKind = "fifo"
     balance_timeout_s: Seconds = 300
     aging_interval_s: Annotated[int, Field(ge=1, le=limits.DURATION_S_MAX)] = 600
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _registered(cls, kind: Any, info: ValidationInfo) -> Any:
+        known = (info.context or {}).get(POLICY_KINDS)
+        if known is not None and kind not in known:
+            names = [repr(name) for name in known]
+            expected = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+            raise PydanticCustomError(
+                "literal_error", "Input should be {expected}", {"expected": expected}
+            )
+        return kind
 
 
 ResourceName = Literal["gpu", "cpu", "memory"]

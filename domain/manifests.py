@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from domain.codec import describe_validation_error
 from domain.events import QueueConfigured
+from domain.plugins import validation_context
 
 
 class ManifestError(ValueError):
@@ -95,7 +96,7 @@ def _kai(item: dict[str, Any], number: int) -> QueueConfigured:
     if spec.get("priority") is not None:
         data["priority"] = spec["priority"]
     try:
-        return QueueConfigured.model_validate(data)
+        return QueueConfigured.model_validate(data, context=validation_context())
     except ValidationError as exc:
         raise ManifestError(f"{where}: {describe_validation_error(exc)}") from None
 
@@ -115,7 +116,7 @@ def _native(item: Any, number: int) -> QueueConfigured:
         raise ManifestError(f"document {number}: expected a mapping describing a queue")
     data = {"type": "QueueConfigured", **item}
     try:
-        return QueueConfigured.model_validate(data)
+        return QueueConfigured.model_validate(data, context=validation_context())
     except ValidationError as exc:
         name = item.get("queue", "?")
         raise ManifestError(

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from domain.actions.allocate import pending_in_order
+from domain.cycle.ordering import pending_in_order
 from domain.plugins import DEFAULT_PLUGINS, Plugins
-from domain.policies.balance import Balance
-from domain.policies.intelligent import HIGH
+from domain.reasons import Reason, ReasonKind, reason
 from domain.state import Job, JobStatus, Queue, State
 
 
@@ -37,7 +36,7 @@ class PendingEntry:
     effective_priority: int
     interactive: bool
     standing: Standing
-    reason: str  # a sentence a person can act on
+    reason: Reason  # its kind, the facts, and a sentence a person can act on
     blocked_since: int | None  # ts of the first cycle that found it blocked
     skip_in_s: float | None  # balance only: seconds left before the queue skips it
 
@@ -56,23 +55,30 @@ def pending_view(
     behind = False
     for position, job in enumerate(pending_in_order(state, queue, policy, now), start=1):
         skip_in_s = None
+        why: Reason
         if behind:
             standing = Standing.BEHIND
-            reason = _behind(queue, stop or "")
+            why = _behind(queue, stop or "")
         elif job.id == stop:
             standing = Standing.BLOCKING
-            skip_in_s = _balance_left(job, queue, now)
-            reason = _blocking(job, queue, skip_in_s)
+            skip_in_s = policy.skips_in(job, queue, now)
+            blocker = plugins.queue_policies[queue.stopped_policy or queue.policy.kind]
+            why = _core(job).prefixed(blocker.blocking(job, queue, skip_in_s) + ": ")
             behind = True
         elif job.awaiting:
             standing = Standing.PREEMPTING
-            reason = f"preempting {', '.join(sorted(job.awaiting))} to make room; their resources are held for it"
+            awaiting = tuple(sorted(job.awaiting))
+            why = reason(
+                ReasonKind.PREEMPTING,
+                f"preempting {', '.join(awaiting)} to make room; their resources are held for it",
+                awaiting=awaiting,
+            )
         elif job.pending_reason is None:
             standing = Standing.NEW
-            reason = "not tried yet: waits for the next scheduling cycle"
+            why = reason(ReasonKind.NEW, "not tried yet: waits for the next scheduling cycle")
         else:
             standing = Standing.SKIPPED
-            reason = _skipped(job, queue)
+            why = _core(job).prefixed(policy.skipping(job, queue) + ": ")
         entries.append(
             PendingEntry(
                 position=position,
@@ -81,7 +87,7 @@ def pending_view(
                 effective_priority=policy.effective_priority(job, queue, now),
                 interactive=job.interactive,
                 standing=standing,
-                reason=reason,
+                reason=why,
                 blocked_since=job.blocked_since,
                 skip_in_s=skip_in_s,
             )
@@ -89,33 +95,17 @@ def pending_view(
     return entries
 
 
-def _balance_left(job: Job, queue: Queue, now: int) -> float | None:
-    if queue.policy.kind != "balance":
-        return None
-    due = Balance().skips_at(job, queue)
-    return None if due is None else max(0, due - now) / 1000
+def _core(job: Job) -> Reason:
+    """The reason the cycle gave the job when it last tried it."""
+    if job.pending_reason is None:
+        return reason(ReasonKind.CAPACITY, "blocked")
+    return job.pending_reason
 
 
-def _blocking(job: Job, queue: Queue, skip_in_s: float | None) -> str:
-    why = job.pending_reason or "blocked"
+def _behind(queue: Queue, stop: str) -> Reason:
     kind = queue.stopped_policy or queue.policy.kind
-    if kind == "balance" and skip_in_s is not None:
-        return f"blocked at the head of a balance queue, {skip_in_s:g} s left before balance skips it: {why}"
-    if kind == "intelligent":
-        return f"blocked with priority {job.priority} >= {HIGH}, so intelligent does not skip it: {why}"
-    return f"blocked at the head of a {kind} queue: {why}"
-
-
-def _behind(queue: Queue, stop: str) -> str:
-    kind = queue.stopped_policy or queue.policy.kind
-    return f"waiting behind job {stop}, which is blocked and stops this {kind} queue"
-
-
-def _skipped(job: Job, queue: Queue) -> str:
-    kind = queue.policy.kind
-    why = job.pending_reason or "blocked"
-    if kind == "balance":
-        return f"blocked for over {queue.policy.balance_timeout_s} s, so balance skips it: {why}"
-    if kind == "intelligent":
-        return f"blocked with priority below {HIGH}, so intelligent skips it: {why}"
-    return f"blocked, so {kind} skips it: {why}"
+    return reason(
+        ReasonKind.BEHIND,
+        f"waiting behind job {stop}, which is blocked and stops this {kind} queue",
+        blocked_by=stop,
+    )

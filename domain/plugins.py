@@ -1,8 +1,13 @@
-"""The registry of policies, placements, preemption rules and the cycle's actions (pure)."""
+"""The registry: queue policies, placements, preemption rules, resolvers and the cycle's actions (pure).
+
+Every plug-in names itself (a policy's `kind`, a rule's `reason`) and carries its own
+explanations and flags, so registering one here is all it takes for the cycle, the pending
+view and explain to use it (docs/architecture.md shows a worked example).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from domain.actions.allocate import Allocate
@@ -10,26 +15,26 @@ from domain.actions.claim import Claim
 from domain.actions.consolidate import consolidate
 from domain.actions.expand import Expand
 from domain.actions.settle import Settle
-from domain.framework import Action, PreemptionRule, QueuePolicy
+from domain.cycle.framework import Action, PluginSet, PreemptionRule, QueuePolicy, Resolver
+from domain.events import POLICY_KINDS
 from domain.placement import PLACEMENTS, PlacementStrategy
 from domain.policies.balance import Balance
 from domain.policies.fifo import Fifo
 from domain.policies.intelligent import Intelligent
 from domain.policies.round_robin import RoundRobin
+from domain.reasons import CORE_STOP_REASONS
 from domain.rules.child_level import ChildLevel
 from domain.rules.interactive import Interactive
 from domain.rules.priority import WithinQueuePriority
 from domain.rules.reclaim import Reclaim
 from domain.rules.self_level import SelfLevel
-from domain.session import Outcome, Session
-from domain.state import Job
 
-QUEUE_POLICIES: dict[str, QueuePolicy] = {
-    "fifo": Fifo(),
-    "round_robin": RoundRobin(),
-    "balance": Balance(),
-    "intelligent": Intelligent(),
-}
+
+def _by_kind(*policies: QueuePolicy) -> dict[str, QueuePolicy]:
+    return {policy.kind: policy for policy in policies}
+
+
+QUEUE_POLICIES: dict[str, QueuePolicy] = _by_kind(Fifo(), RoundRobin(), Balance(), Intelligent())
 
 # Tried in order for a job that cannot be placed; the first that starts a preemption wins.
 PREEMPTION_RULES: list[PreemptionRule] = [
@@ -41,14 +46,15 @@ PREEMPTION_RULES: list[PreemptionRule] = [
 ]
 
 # Other ways to make room for a blocked job before preempting anyone (e.g. consolidation).
-Resolver = Callable[[Session, Job], Outcome | None]
 RESOLVERS: list[Resolver] = [consolidate]  # acts only when ClusterConfigured.consolidation
 
 ACTIONS: list[Action] = [Settle(), Claim(), Allocate(), Expand()]
 
 
 @dataclass(frozen=True)
-class Plugins:
+class Plugins(PluginSet):
+    """The product's plug-ins by default; a test or benchmark replaces what it needs."""
+
     queue_policies: Mapping[str, QueuePolicy] = field(default_factory=lambda: QUEUE_POLICIES)
     placements: Mapping[str, PlacementStrategy] = field(default_factory=lambda: PLACEMENTS)
     preemption_rules: Sequence[PreemptionRule] = field(default_factory=lambda: PREEMPTION_RULES)
@@ -57,3 +63,16 @@ class Plugins:
 
 
 DEFAULT_PLUGINS = Plugins()
+
+
+def validation_context(plugins: PluginSet = DEFAULT_PLUGINS) -> dict[str, object]:
+    """What validating input needs from the registry: the registered queue policy names."""
+    return {POLICY_KINDS: tuple(plugins.queue_policies)}
+
+
+def preemption_explanations(plugins: PluginSet = DEFAULT_PLUGINS) -> dict[str, str]:
+    """What each Preempt reason means: every registered rule's own words, then the core's."""
+    explained: dict[str, str] = {rule.reason: rule.explains for rule in plugins.preemption_rules}
+    for reason, text in CORE_STOP_REASONS.items():
+        explained.setdefault(reason, text)
+    return explained

@@ -11,6 +11,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from domain.codec import INGRESS_TYPES
 from domain.commands import Dispatch, Preempt, Rejected
 from domain.events import EVENT_TYPES
+from domain.plugins import QUEUE_POLICIES
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 COMMAND_TYPES: tuple[type[BaseModel], ...] = (Dispatch, Preempt, Rejected)
@@ -49,6 +50,9 @@ def json_schema() -> dict[str, Any]:
         body = defs[cls.__name__]
         optional = getattr(cls, "OPTIONAL_ON_WIRE", ())  # written only when set
         _require(body, [name for name in body.get("properties", {}) if name not in optional])
+    kind = defs["QueuePolicyConfig"]["properties"]["kind"]
+    kind["enum"] = list(QUEUE_POLICIES)  # the registry's policies (domain.plugins)
+    defs["QueuePolicyConfig"]["properties"]["kind"] = dict(sorted(kind.items()))
     for name, fields in _PRIORITY_RANGES.items():
         for field in fields:
             _accept_single_priority(defs[name]["properties"][field])

@@ -18,7 +18,7 @@ import orjson
 from domain.agent import AgentModel
 from domain.codec import DecodeError, decode_timed
 from domain.commands import Dispatch, NodeCommand, Rejected
-from domain.decider import admit, apply, close_group, initial_state
+from domain.decider import accept, apply, close_group, initial_state
 from domain.events import Event, NodeHeartbeat, Tick
 from domain.limits import REASON_CHARS_MAX, REJECTED_INPUT_CHARS_MAX, clip
 from domain.plugins import DEFAULT_PLUGINS, Plugins
@@ -99,7 +99,7 @@ class Simulator:
             self._append(ts, event)
             self.accepted += 1
             return
-        reason = admit(self.state, event)
+        reason = accept(self.state, event, tuple(self.plugins.queue_policies))
         if reason is not None:
             self._reject(ts, text, reason)
             return

@@ -22,12 +22,13 @@ import orjson
 
 from domain.events import EVENT_TYPES, ClusterConfigured, JobSubmitted, QueueConfigured, Strict
 from domain.quota import QuotaSpec
+from domain.reasons import Reason
 from domain.resources import Resources
 from domain.state import Job, JobStatus, Node, NodeIndex, PendingIndex, Queue, State, Stopping
 
 __all__ = ["FORMAT_VERSION", "SnapshotError", "decode_state", "digest", "encode_state"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a job's pending reason is structured (domain.reasons)
 FORMAT = "quotaflow.state"
 
 # Fields rebuilt on load rather than written: derived from other fields.
@@ -157,7 +158,7 @@ def _job(job: Job) -> dict[str, Any]:
         "started_ts": job.started_ts,
         "started_nodes": sorted(job.started_nodes),
         "blocked_since": job.blocked_since,
-        "pending_reason": job.pending_reason,
+        "pending_reason": None if job.pending_reason is None else job.pending_reason.to_wire(),
         "held": [[key, _res(amount)] for key, amount in job.held.items()],
         "awaiting": sorted(job.awaiting),
         "displaced_by": [[key, rule] for key, rule in job.displaced_by.items()],
@@ -314,7 +315,7 @@ def _load_job(data: dict[str, Any]) -> Job:
         started_ts=data["started_ts"],
         started_nodes=set(data["started_nodes"]),
         blocked_since=data["blocked_since"],
-        pending_reason=data["pending_reason"],
+        pending_reason=_load_reason(data["pending_reason"]),
         held={key: _load_res(amount) for key, amount in data["held"]},
         awaiting=set(data["awaiting"]),
         displaced_by={key: rule for key, rule in data["displaced_by"]},
@@ -337,3 +338,7 @@ def _load_res(values: list[int]) -> Resources:
 def _load_floats(values: list[float | str]) -> tuple[float, float, float]:
     first, second, third = (float(value) for value in values)
     return (first, second, third)
+
+
+def _load_reason(data: Any) -> Reason | None:
+    return None if data is None else Reason.from_wire(data)

@@ -7,179 +7,27 @@ consistent and can be undone exactly by a statement's rollback.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from domain.events import (
-    ClusterConfigured,
-    JobSubmitted,
-    PreemptionRules,
-    QueueConfigured,
-    QueuePolicyConfig,
-)
+from domain.entities import TERMINAL, Job, JobStatus, Node, Stopping
+from domain.events import ClusterConfigured, PreemptionRules, QueueConfigured, QueuePolicyConfig
+from domain.indexes import NodeIndex, PendingIndex
 from domain.quota import QuotaSpec
 from domain.resources import ZERO, Resources
 
-
-class JobStatus(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"  # dispatched on one or more nodes (started or not yet)
-    STOPPING = "stopping"  # every remaining placement is being preempted; requeued after
-    CANCELLING = "cancelling"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-TERMINAL = frozenset({JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLED})
-
-
-@dataclass(slots=True)
-class Stopping:
-    """Tasks of one attempt on one node that an agent has been told to stop."""
-
-    attempt: int
-    tasks: int
-    requeue: bool  # False when the job is being cancelled or shrunk
-
-
-@dataclass(slots=True)
-class Job:
-    id: str
-    queue: str
-    priority: int
-    module: str
-    interactive: bool
-    preemptible: bool
-    tasks: int
-    min_tasks: int
-    per_task: Resources
-    node_selector: tuple[tuple[str, str], ...]
-    order: int  # submission sequence: the journal seq of JobSubmitted; the place in queue
-    submitted_ts: int
-    spec: JobSubmitted
-    status: JobStatus = JobStatus.PENDING
-    attempt: int = 0
-    placements: dict[str, int] = field(default_factory=dict)  # node -> tasks of this attempt
-    stopping: dict[str, Stopping] = field(default_factory=dict)  # node -> tasks being stopped
-    started_ts: int | None = None
-    started_nodes: set[str] = field(default_factory=set)
-    blocked_since: int | None = None
-    pending_reason: str | None = None
-    held: dict[str, Resources] = field(default_factory=dict)  # freed for it by a preemption
-    awaiting: set[str] = field(default_factory=set)  # victims still stopping for it
-    displaced_by: dict[str, str] = field(default_factory=dict)  # job -> rule that displaced us
-    failed_on: str | None = None  # the first node that reported this job failed
-    finishing: bool = False  # some tasks of this attempt ended on their own: it no longer grows
-
-    @property
-    def placed_tasks(self) -> int:
-        return sum(self.placements.values())
-
-    @property
-    def request(self) -> Resources:
-        """What the whole job asks for at full size."""
-        return self.per_task * self.tasks
-
-    @property
-    def allocation(self) -> Resources:
-        tasks = self.placed_tasks + sum(stop.tasks for stop in self.stopping.values())
-        return self.per_task * tasks
-
-    @property
-    def is_elastic(self) -> bool:
-        return self.min_tasks < self.tasks
-
-    def pending_key(self) -> tuple[int, str]:
-        return (self.order, self.id)
-
-
-@dataclass(slots=True)
-class Node:
-    id: str
-    capacity: Resources
-    labels: dict[str, str]
-    last_heartbeat_ts: int
-    allocated: Resources = ZERO  # includes tasks told to stop until their agent says so
-    held: Resources = ZERO  # kept for preemptors
-    stopping: Resources = ZERO  # the part of `allocated` whose tasks are being stopped
-    lost: bool = False
-    jobs: dict[str, int] = field(default_factory=dict)  # job -> tasks (placed or stopping)
-    instance: str | None = None  # the agent that holds the node, when it names itself
-    incarnation: int = 0  # that agent's start count (0: not given)
-
-    @property
-    def free(self) -> Resources:
-        """What a job with nothing held here may use now."""
-        return self.free_for(ZERO)
-
-    def free_for(self, own_hold: Resources) -> Resources:
-        """What a job holding `own_hold` here may use now.
-
-        Room held for preemptors is carved first out of what stopping tasks will free, so
-        that capacity is not counted twice (once as still allocated to the stopping victim,
-        once as held): only the part of other jobs' holds that stopping tasks do not cover
-        is taken from what is free now.
-        """
-        held, stopping, capacity, allocated = (
-            self.held,
-            self.stopping,
-            self.capacity,
-            self.allocated,
-        )
-        return Resources(
-            capacity.gpu - allocated.gpu - max(0, held.gpu - own_hold.gpu - stopping.gpu),
-            capacity.cpu - allocated.cpu - max(0, held.cpu - own_hold.cpu - stopping.cpu),
-            capacity.memory
-            - allocated.memory
-            - max(0, held.memory - own_hold.memory - stopping.memory),
-        )
-
-    def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
-        return all(self.labels.get(key) == value for key, value in selector)
-
-
-class PendingIndex:
-    """A queue's pending jobs, one list per (interactive, priority) sorted by submission order.
-
-    Iteration merges the lists lazily by the policy's effective priority, so a cycle that only
-    looks at the head of a long queue costs little. Within one list effective priority never
-    rises along the list (older jobs have aged at least as much), which keeps the merge exact.
-    """
-
-    __slots__ = ("_lists", "_size")
-
-    def __init__(self) -> None:
-        self._lists: dict[tuple[bool, int], list[tuple[int, str]]] = {}
-        self._size = 0
-
-    def __len__(self) -> int:
-        return self._size
-
-    def add(self, job: Job) -> None:
-        bisect.insort(
-            self._lists.setdefault((job.interactive, job.priority), []), job.pending_key()
-        )
-        self._size += 1
-
-    def remove(self, job: Job) -> None:
-        entries = self._lists[(job.interactive, job.priority)]
-        key = job.pending_key()
-        index = bisect.bisect_left(entries, key)
-        if index < len(entries) and entries[index] == key:
-            del entries[index]
-            self._size -= 1
-
-    def lists(self) -> list[tuple[tuple[bool, int], list[tuple[int, str]]]]:
-        return sorted(self._lists.items())
-
-    def job_ids(self) -> Iterator[str]:
-        """Every pending job id, in submission order (for views and tests, not the cycle)."""
-        for _, job_id in heapq.merge(*(entries for _, entries in self.lists())):
-            yield job_id
+__all__ = [
+    "TERMINAL",
+    "Job",
+    "JobStatus",
+    "Node",
+    "NodeIndex",
+    "PendingIndex",
+    "Queue",
+    "State",
+    "Stopping",
+]
 
 
 @dataclass(slots=True)
@@ -206,62 +54,6 @@ class Queue:
     protected: Resources = ZERO  # own non-preemptible jobs' allocation: must stay within quota
     stopped_by: str | None = None  # the job that stopped this queue in the last cycle
     stopped_policy: str | None = None  # the policy kind whose verdict stopped it (for views)
-
-
-class NodeIndex:
-    """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
-
-    __slots__ = ("_entries", "_free", "_keys", "version")
-
-    def __init__(self) -> None:
-        self._entries: list[tuple[int, int, int, str]] = []
-        self._keys: dict[str, tuple[int, int, int, str]] = {}
-        self._free = [0, 0, 0]  # sum over live nodes of their free capacity, each at least 0
-        self.version = 0  # bumped on every change, so a cycle can reuse what it derived
-
-    @property
-    def free_total(self) -> Resources:
-        """What all live nodes have free, each node counted at zero or more."""
-        return Resources(self._free[0], self._free[1], self._free[2])
-
-    def _count(self, key: tuple[int, int, int, str], sign: int) -> None:
-        gpu, cpu, memory, _ = key
-        self._free[0] += sign * max(0, gpu)
-        self._free[1] += sign * max(0, cpu)
-        self._free[2] += sign * max(0, memory)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def update(self, node: Node) -> None:
-        self.discard(node.id)
-        self.version += 1
-        if node.lost:
-            return
-        free = node.free
-        key = (free.gpu, free.cpu, free.memory, node.id)
-        bisect.insort(self._entries, key)
-        self._keys[node.id] = key
-        self._count(key, 1)
-
-    def discard(self, node_id: str) -> None:
-        key = self._keys.pop(node_id, None)
-        if key is not None:
-            self.version += 1
-            index = bisect.bisect_left(self._entries, key)
-            del self._entries[index]
-            self._count(key, -1)
-
-    def fullest_first(self, at_least_gpu: int) -> Iterator[str]:
-        """Nodes with at least `at_least_gpu` free, fullest (least free gpu) first."""
-        start = bisect.bisect_left(self._entries, (at_least_gpu,))
-        for index in range(start, len(self._entries)):
-            yield self._entries[index][3]
-
-    def emptiest_first(self, at_least_gpu: int) -> Iterator[str]:
-        stop = bisect.bisect_left(self._entries, (at_least_gpu,))
-        for index in range(len(self._entries) - 1, stop - 1, -1):
-            yield self._entries[index][3]
 
 
 @dataclass(slots=True)
@@ -310,8 +102,11 @@ class State:
         return sorted(q.id for q in self.queues.values() if q.parent is None)
 
     # -- allocation: every change of who holds what goes through here ------------------
+    # place / unplace, begin_stop / end_stop and hold / drop_holds are pairs; a statement
+    # (domain.cycle.statement) undoes any of them exactly.
 
-    def allocate(self, job: Job, node_id: str, tasks: int) -> None:
+    def place(self, job: Job, node_id: str, tasks: int) -> None:
+        """Runs `tasks` more of the job on a node: its placements, the node and its queues."""
         node = self.nodes[node_id]
         amount = job.per_task * tasks
         job.placements[node_id] = job.placements.get(node_id, 0) + tasks
@@ -357,8 +152,18 @@ class State:
         queue.stopping = queue.stopping + amount
         self.node_index.update(node)
 
+    def unplace(self, job: Job, node_id: str, tasks: int) -> None:
+        """Takes `tasks` of the job's placed tasks off a node and frees them: undoes `place`."""
+        left = job.placements[node_id] - tasks
+        if left > 0:
+            job.placements[node_id] = left
+        else:
+            del job.placements[node_id]
+        self.release(job, node_id, tasks)
+
     def release(self, job: Job, node_id: str, tasks: int) -> None:
-        """Frees `tasks` of the job's on a node (they finished, were preempted, or rolled back)."""
+        """Frees `tasks` of the job's on a node that are no longer placed (they finished or
+        were stopped, or their node was lost)."""
         node = self.nodes[node_id]
         amount = job.per_task * tasks
         left = node.jobs.get(job.id, 0) - tasks
@@ -373,6 +178,16 @@ class State:
             self.queues[job.queue].running.discard(job.id)
         self.node_index.update(node)
         self.needs_cycle = True
+
+    def lose_tasks(self, job: Job, node_id: str, placed: bool, stopping: bool) -> int:
+        """The job's tasks on a node (placed, being stopped, or both) are gone, with the node
+        or with a restarted agent: frees them and returns how many there were."""
+        tasks = job.placements.pop(node_id, 0) if placed else 0
+        stop = self.end_stop(job, node_id) if stopping else None
+        lost = tasks + (stop.tasks if stop else 0)
+        if lost:
+            self.release(job, node_id, lost)
+        return lost
 
     def _charge_queues(self, job: Job, amount: Resources) -> None:
         first = True

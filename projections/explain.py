@@ -14,61 +14,21 @@ from typing import Any
 
 from domain.events import JournalRecord
 from domain.pending import Standing, pending_view
+from domain.plugins import preemption_explanations
 from domain.state import JobStatus, State
 from projections.view import View
 
-# What each contract preemption reason means, so an explanation names the rule it applied.
-PREEMPTION_RULES: dict[str, str] = {
-    "reclaim": (
-        "reclaim: the preemptor's queue was below its deserved quota with a blocked job, and "
-        "took resources back from a queue above its fair share (never below that queue's fair share)"
-    ),
-    "priority": (
-        "priority (within_queue): a higher-priority job of the same queue preempted a strictly "
-        "lower-priority preemptible job"
-    ),
-    "interactive": (
-        "interactive: an interactive job within its queue's deserved quota preempted one of "
-        "that queue's unattended jobs"
-    ),
-    "self_level": (
-        "self_level (PAI): the queue's self-level rule lets its high-priority jobs of the listed "
-        "modules preempt sibling queues' low-priority jobs"
-    ),
-    "child_level": (
-        "child_level (PAI): the parent queue's child-level rule lets its own jobs preempt "
-        "matching jobs in the queues below it"
-    ),
-    "consolidation": (
-        "consolidation: moved to another node so that a job that fits in total free capacity, "
-        "but on no single set of nodes, could be placed"
-    ),
-    "shrink": "shrink: an elastic job gave back tasks (down to min_tasks) to make room",
-    "cancelled": "cancelled: a JobCancelled request stopped the running job",
-    "node_lost": "node_lost: another node of this gang was lost, so the rest of the gang was stopped",
-}
-
-
-def reason_kind(text: str | None) -> str:
-    """Classifies a core pending reason: capacity, quota, limit, preempting, failed, or new."""
-    if not text:
-        return "new"
-    if "would exceed its limit" in text:
-        return "limit"
-    if "deserved quota" in text:
-        return "quota"
-    if text.startswith("waiting for preempted jobs"):
-        return "preempting"
-    if text.startswith("failed on"):
-        return "failed"
-    return "capacity"
+# What each contract preemption reason means, so an explanation names the rule it applied:
+# each registered rule explains itself, and the core's own stop reasons are in domain.reasons.
+PREEMPTION_RULES: dict[str, str] = preemption_explanations()
 
 
 def pending_jobs(state: State, queue_id: str, now: int) -> list[dict[str, Any]]:
     """Each pending job of the queue: position (from 1), effective priority, reason and its kind.
 
-    Positions and sentences come from the core's own query (domain.pending); the kind adds
-    what the reason is about (capacity, quota, limit) so views can group and tests can check.
+    Positions, sentences and kinds come from the core's own query (domain.pending): the kind
+    says what the reason is about (capacity, quota, limit) so views can group and tests can
+    check; being behind a blocked head is `blocked_behind_head` (or `balance_wait`).
     """
     if queue_id not in state.queues:
         return []
@@ -80,15 +40,11 @@ def pending_jobs(state: State, queue_id: str, now: int) -> list[dict[str, Any]]:
         if entry.standing is Standing.BEHIND:
             balance = head is not None and head.skip_in_s is not None
             kind = "balance_wait" if balance else "blocked_behind_head"
-            reason = entry.reason
+            reason = entry.reason.text
             if balance and head is not None:
                 reason += f"; balance skips {head.job} in {head.skip_in_s:g} s"
-        elif entry.standing is Standing.PREEMPTING:
-            kind, reason = "preempting", entry.reason
-        elif entry.standing is Standing.NEW:
-            kind, reason = "new", entry.reason
-        else:
-            kind, reason = reason_kind(job.pending_reason), entry.reason
+        else:  # the core's own kind: capacity, quota, limit, preempting or new
+            kind, reason = entry.reason.kind.value, entry.reason.text
         rows.append(
             {
                 "job": entry.job,

@@ -16,7 +16,7 @@ import heapq
 from collections.abc import Iterable, Iterator
 
 from domain.commands import Dispatch, Preempt
-from domain.decider import admit, close_group, fold, initial_state
+from domain.decider import accept, close_group, fold, initial_state
 from domain.events import (
     Event,
     JobFinished,
@@ -96,7 +96,7 @@ def journal(
         for event in group:
             if isinstance(event, NodeHeartbeat):
                 beating.discard(event.node)
-            if not isinstance(event, Tick) and admit(state, event) is not None:
+            if not isinstance(event, Tick) and accept(state, event) is not None:
                 continue
             if isinstance(event, JobSubmitted):
                 durations[event.job] = event.duration_s

@@ -32,6 +32,7 @@ from domain.events import (
     QueueConfigured,
     QueueDeleted,
 )
+from domain.pending import pending_view
 from domain.resources import gpu_to_milli
 from domain.simulation import Simulator
 from projections.whatif_overrides import (
@@ -139,6 +140,9 @@ class Outcome:
     start: int = 0
     end: int = 0
     rejected: int = 0
+    # Jobs still pending at the end, per queue, by the core's reason kind (capacity, quota,
+    # limit, behind, ...): why a change left them waiting.
+    waiting_for: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class _Recorder(Simulator):
@@ -213,6 +217,11 @@ def simulate(items: Iterable[tuple[int, Event]]) -> Outcome:
         queue = queue_of.get(job_id, "?")
         outcome.gpu_ms[queue] = outcome.gpu_ms.get(queue, 0.0) + gpu * (outcome.end - began_ts)
     outcome.capacity_gpu_ms += current * (outcome.end - capacity_since)
+    state = simulator.state
+    for queue_id in sorted(state.queues):
+        for entry in pending_view(state, queue_id, state.ts):
+            kinds = outcome.waiting_for.setdefault(queue_id, {})
+            kinds[entry.reason.kind.value] = kinds.get(entry.reason.kind.value, 0) + 1
     return outcome
 
 
@@ -253,8 +262,19 @@ def summarize(outcome: Outcome) -> dict[str, dict[str, Any]]:
             "p95_wait_s": p95(waits),
             "utilisation": (used / outcome.capacity_gpu_ms) if outcome.capacity_gpu_ms else None,
             "preemptions": sum(j.preemptions for j in jobs),
+            "waiting_for": _waiting_for(outcome, queue),
         }
     return summary
+
+
+def _waiting_for(outcome: Outcome, queue: str) -> dict[str, int]:
+    """Jobs still pending at the end by reason kind (all queues for `*`), kinds sorted."""
+    counts: dict[str, int] = {}
+    for queue_id, kinds in outcome.waiting_for.items():
+        if queue in (WILDCARD, queue_id):
+            for kind, count in kinds.items():
+                counts[kind] = counts.get(kind, 0) + count
+    return dict(sorted(counts.items()))
 
 
 @dataclass(slots=True)

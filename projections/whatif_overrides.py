@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from domain.codec import describe_validation_error, event_to_wire
 from domain.events import ClusterConfigured, QueueConfigured
+from domain.plugins import validation_context
 
 WILDCARD = "*"
 
@@ -66,7 +67,7 @@ def override_queue(event: QueueConfigured, overrides: Overrides) -> QueueConfigu
         if name in overrides.queues:
             body = _merge(body, overrides.queues[name])
     try:
-        return QueueConfigured.model_validate(body)
+        return QueueConfigured.model_validate(body, context=validation_context())
     except ValidationError as exc:
         raise WhatIfError(f"queue {event.queue}: {describe_validation_error(exc)}") from None
 

@@ -1,7 +1,7 @@
 """The scheduler process: sequences ingress events into the journal and emits commands, exactly once (I/O shell).
 
 One loop: read a batch from the three ingress topics; inside ONE Kafka transaction decode,
-admit, number (`seq`) and stamp (`ts`) each input, append the accepted ones to the journal,
+accept, number (`seq`) and stamp (`ts`) each input, append the accepted ones to the journal,
 send the refused ones to quotaflow.rejected, run the group's scheduling cycle, send its
 commands, and commit the consumer offsets. Everything the core decides lives in `domain/`;
 this module only moves bytes and keeps the transaction boundaries. See docs/scheduler.md.
@@ -27,7 +27,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from domain.codec import DecodeError, decode_ingress, decode_journal, encode_journal
 from domain.commands import NodeCommand
-from domain.decider import admit, apply, close_group, fold, initial_state
+from domain.decider import accept, apply, close_group, fold, initial_state
 from domain.events import Event, JournalRecord, Tick
 from domain.limits import REASON_CHARS_MAX, clip
 from domain.plugins import DEFAULT_PLUGINS, Plugins
@@ -535,7 +535,7 @@ class Scheduler:
             try:
                 # decode_ingress refuses an input over limits.INPUT_BYTES_MAX before parsing it.
                 event = decode_ingress(self.topics.logical(record.topic), record.value or b"")
-                reason, kind = admit(self.state, event), "refused"
+                reason, kind = accept(self.state, event), "refused"
             except DecodeError as exc:
                 reason, kind = str(exc), "invalid"
             except Exception as exc:

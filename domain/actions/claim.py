@@ -11,27 +11,28 @@ its queue's order.
 
 from __future__ import annotations
 
-from domain.session import Session
+from domain.cycle.framework import Cycle
 from domain.state import JobStatus
 
 
 class Claim:
     name = "claim"
 
-    def execute(self, session: Session) -> None:
-        state = session.state
+    def execute(self, cycle: Cycle) -> None:
+        state = cycle.state
         ready = []
         for job_id in sorted(state.holders):
             job = state.jobs.get(job_id)
             if job is None or job.status is not JobStatus.PENDING or not job.held:
                 continue
-            job.awaiting = {v for v in sorted(job.awaiting) if session.still_stopping(v)}
+            awaiting = {v for v in sorted(job.awaiting) if cycle.still_stopping(v)}
+            cycle.statement.set(job, "awaiting", awaiting)
             if not job.awaiting:
                 ready.append(job)
         for job in sorted(ready, key=lambda job: job.pending_key()):
-            for tasks in session.sizes(job):
-                attempt = session.fit(job, tasks)
+            for tasks in cycle.sizes(job):
+                attempt = cycle.fit(job, tasks)
                 if attempt.plan is not None:
-                    session.dispatch(job, attempt.plan)
-                    state.dequeue(job)
+                    cycle.dispatch(job, attempt.plan)
+                    cycle.statement.dequeue(job)
                     break

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.admission import admission_breach
 from domain.commands import Dispatch, NodeCommand
+from domain.cycle.framework import Cycle, Outcome
+from domain.cycle.victims import Room
 from domain.nodes import dispatch_details
 from domain.placement import PLACEMENTS, Plan, find_placement
+from domain.quota_checks import admission_breach
 from domain.resources import ZERO, Resources
-from domain.session import Outcome, Room, Session, Statement
 from domain.state import Job, JobStatus, State
 
 # A bound on the work one blocked job may cause in one cycle: moves tried, and moves made.
@@ -65,9 +66,9 @@ def within_fair_share(state: State, job: Job, request: Resources) -> bool:
     return True
 
 
-def consolidate(session: Session, job: Job) -> Outcome | None:
+def consolidate(cycle: Cycle, job: Job) -> Outcome | None:
     """Moves jobs to make the whole job fit, or changes nothing and returns None."""
-    state = session.state
+    state = cycle.state
     if not state.cluster.consolidation or job.awaiting:
         return None
     tasks = job.tasks
@@ -81,22 +82,23 @@ def consolidate(session: Session, job: Job) -> Outcome | None:
         unallocated = unallocated - state.queues[top].subtree_allocated
     if not request.fits_in(unallocated) or not request.fits_in(free_room(state, job)):
         return None  # not even the total free capacity would hold it (cheap bound first)
-    found = plan_moves(session, job, tasks)
+    found = plan_moves(cycle, job, tasks)
     if found is None:
         return None
     moves, plan = found
-    carry_out(session, job, moves, plan)
+    carry_out(cycle, job, moves, plan)
     return Outcome.PREEMPTING
 
 
-def plan_moves(session: Session, job: Job, tasks: int) -> tuple[list[Move], Plan] | None:
+def plan_moves(cycle: Cycle, job: Job, tasks: int) -> tuple[list[Move], Plan] | None:
     """Greedy: empty the nodes with the most free room first, moving the smallest jobs off
     them onto the fullest other nodes that fit (binpack), keeping a move only if it raises how
     many of the job's tasks fit. Everything is tried in statements and rolled back."""
-    state = session.state
-    room = Room(state, job)
+    state = cycle.state
+    statement = cycle.statement
+    room = Room(state, statement, job)
     binpack = PLACEMENTS["binpack"]
-    statements: list[Statement] = []
+    everything = statement.checkpoint()
     moves: list[Move] = []
     # Nodes that nothing may land on: where the job will go and where moved jobs still run.
     locked: set[str] = set()
@@ -107,7 +109,6 @@ def plan_moves(session: Session, job: Job, tasks: int) -> tuple[list[Move], Plan
         key=lambda node_id: (-state.nodes[node_id].free.gpu, node_id),
     )
     tries = 0
-    needs_cycle = state.needs_cycle
     plan: Plan | None = None
     for target in targets:
         if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
@@ -121,58 +122,58 @@ def plan_moves(session: Session, job: Job, tasks: int) -> tuple[list[Move], Plan
             tries += 1
             before = room.total
             old = dict(resident.placements)
-            statement = Statement(state)
-            statement.release_all(resident)
+            trial = statement.checkpoint()
+            for node_id, placed in sorted(old.items()):
+                statement.unplace(resident, node_id, placed)
             avoid = locked | set(old) | {target}
             new = find_placement(state, resident, sum(old.values()), binpack, exclude=avoid)
             if new is not None:
-                statement.allocate(resident, new)
+                for node_id in sorted(new):
+                    statement.place(resident, node_id, new[node_id])
                 for node_id in sorted(set(old) | set(new)):
                     room.recount(node_id)
                 if room.total > before:
-                    statements.append(statement)
+                    statement.accept(trial)
                     moves.append(Move(resident, new))
                     moved.add(resident.id)
                     locked |= set(old) | {target}
                     continue
-            statement.rollback()
+            statement.rollback(trial)
             for node_id in sorted(set(old) | set(new or {})):
                 room.recount(node_id)
     if room.total >= tasks:
-        plan = session.fit(job, tasks).plan
-    for statement in reversed(statements):
-        statement.rollback()
-    state.needs_cycle = needs_cycle
+        plan = cycle.fit(job, tasks).plan
+    statement.rollback(everything)
     if plan is None or not moves:
         return None
     # Only the moves whose old nodes the job actually uses are needed.
     used = set(plan)
     needed = [move for move in moves if used & set(move.job.placements)]
     if len(needed) < len(moves):
-        return _without_unneeded(session, job, tasks, needed)
+        return _without_unneeded(cycle, job, tasks, needed)
     return moves, plan
 
 
 def _without_unneeded(
-    session: Session, job: Job, tasks: int, moves: list[Move]
+    cycle: Cycle, job: Job, tasks: int, moves: list[Move]
 ) -> tuple[list[Move], Plan] | None:
     """Re-checks a smaller set of moves (the job's plan may then differ); None if it fails."""
-    state = session.state
-    needs_cycle = state.needs_cycle
-    statement = Statement(state)
+    statement = cycle.statement
+    checkpoint = statement.checkpoint()
     for move in moves:
-        statement.release_all(move.job)
+        for node_id, placed in sorted(move.job.placements.items()):
+            statement.unplace(move.job, node_id, placed)
     for move in moves:
-        statement.allocate(move.job, move.plan)
-    plan = session.fit(job, tasks).plan if moves else None
-    statement.rollback()
-    state.needs_cycle = needs_cycle
+        for node_id in sorted(move.plan):
+            statement.place(move.job, node_id, move.plan[node_id])
+    plan = cycle.fit(job, tasks).plan if moves else None
+    statement.rollback(checkpoint)
     if plan is None:
         return None
     return moves, plan
 
 
-def carry_out(session: Session, job: Job, moves: list[Move], plan: Plan) -> None:
+def carry_out(cycle: Cycle, job: Job, moves: list[Move], plan: Plan) -> None:
     """Dispatches every moved job at its new place first, then preempts its old tasks, and
     holds the room for the job.
 
@@ -180,20 +181,18 @@ def carry_out(session: Session, job: Job, moves: list[Move], plan: Plan) -> None
     ones stop as attempt n, so JobStarted of the new place and JobPreempted of the old one
     (matched against the Stopping entry's attempt) can never be confused, and any late
     report of the old attempt changes nothing but the release of its own tasks."""
-    state = session.state
+    statement = cycle.statement
     dispatches: list[NodeCommand] = []
     preempts: list[NodeCommand] = []
     for move in moves:
         moved = move.job
-        mark = len(session.commands)
-        session.stop(moved, "consolidation", by=job.id)
-        preempts += session.commands[mark:]
-        del session.commands[mark:]
-        moved.attempt += 1
-        moved.status = JobStatus.RUNNING
-        moved.started_ts = None
-        moved.started_nodes.clear()
-        Statement(state).allocate(moved, move.plan)
+        preempts += cycle.stop(moved, "consolidation", by=job.id, emit=False)
+        statement.set(moved, "attempt", moved.attempt + 1)
+        statement.set(moved, "status", JobStatus.RUNNING)
+        statement.set(moved, "started_ts", None)
+        statement.set(moved, "started_nodes", set())
+        for node_id in sorted(move.plan):
+            statement.place(moved, node_id, move.plan[node_id])
         for node_id in sorted(move.plan):
             dispatches.append(
                 Dispatch(
@@ -202,14 +201,14 @@ def carry_out(session: Session, job: Job, moves: list[Move], plan: Plan) -> None
                     tasks=move.plan[node_id],
                     resources=moved.per_task.to_wire(),
                     attempt=moved.attempt,
-                    seq=session.seq,
-                    ts=session.ts,
+                    seq=cycle.seq,
+                    ts=cycle.ts,
                     reason="consolidation",
-                    **dispatch_details(state, moved, node_id),
+                    **dispatch_details(cycle.state, moved, node_id),
                 )
             )
-        job.awaiting.add(moved.id)
-    session.commands += dispatches
-    session.commands += preempts
+        statement.set(job, "awaiting", job.awaiting | {moved.id})
+    statement.emit(dispatches)
+    statement.emit(preempts)
     for node_id in sorted(plan):
-        state.hold(job, node_id, job.per_task * plan[node_id])
+        statement.hold(job, node_id, job.per_task * plan[node_id])

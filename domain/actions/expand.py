@@ -9,11 +9,11 @@ every job still pending in a queue at least as deprived as the expanding job's o
 
 from __future__ import annotations
 
-from domain.actions.allocate import QueueKey, queue_key
-from domain.admission import admission_breach
+from domain.cycle.framework import Cycle
+from domain.cycle.ordering import QueueKey, queue_key
 from domain.placement import find_placement
+from domain.quota_checks import admission_breach
 from domain.resources import ZERO, Resources
-from domain.session import Session
 from domain.state import Job, JobStatus, State
 
 
@@ -34,23 +34,23 @@ def free_capacity(state: State) -> Resources:
 class Expand:
     name = "expand"
 
-    def execute(self, session: Session) -> None:
-        state = session.state
+    def execute(self, cycle: Cycle) -> None:
+        state = cycle.state
         candidates: list[Job] = []
         for job_id in sorted(state.elastic_placed):
             job = state.jobs.get(job_id)
             if job is None or not job.placements:
-                state.elastic_placed.discard(job_id)  # ended or back to pending
+                cycle.statement.forget_elastic(job_id)  # ended or back to pending
             elif growable(job):
                 candidates.append(job)
         if not candidates:
             return
-        waiting = self._waiting(session)
+        waiting = self._waiting(cycle)
         free = free_capacity(state)
-        candidates.sort(key=lambda job: (queue_key(session, job.queue), job.order, job.id))
+        candidates.sort(key=lambda job: (queue_key(cycle.state, job.queue), job.order, job.id))
         for job in candidates:
             reserve = ZERO
-            key = queue_key(session, job.queue)
+            key = queue_key(cycle.state, job.queue)
             for other_key, need in waiting:
                 if other_key <= key:
                     reserve = reserve + need
@@ -62,22 +62,22 @@ class Expand:
                     break
                 if admission_breach(state, job, extra) is not None:
                     break
-                plan = find_placement(state, job, extra, session.placement())
+                plan = find_placement(state, job, extra, cycle.placement())
                 if plan is None:
                     break
-                session.dispatch(job, plan, reason="expand")
+                cycle.dispatch(job, plan, reason="expand")
                 free = free - amount
 
-    def _waiting(self, session: Session) -> list[tuple[QueueKey, Resources]]:
+    def _waiting(self, cycle: Cycle) -> list[tuple[QueueKey, Resources]]:
         """(queue key, smallest request) of each job still pending that could use capacity:
         not waiting on held room, not kept out by its own quota or limit."""
-        state = session.state
+        state = cycle.state
         waiting: list[tuple[QueueKey, Resources]] = []
         for queue_id in sorted(state.queues):
             queue = state.queues[queue_id]
             if not len(queue.pending):
                 continue
-            key = queue_key(session, queue_id)
+            key = queue_key(cycle.state, queue_id)
             need = ZERO
             for job_id in queue.pending.job_ids():
                 job = state.jobs[job_id]

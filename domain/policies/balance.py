@@ -3,13 +3,8 @@ so the round-robin window widens by one job per timeout (pure)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from domain.framework import Verdict
+from domain.cycle.framework import CycleView, Verdict
 from domain.state import Job, Queue
-
-if TYPE_CHECKING:
-    from domain.session import Session
 
 TIMER = "balance"  # the kind of the timer that wakes a cycle when a blocked job's time is up
 
@@ -26,11 +21,25 @@ class Balance:
             return None
         return job.blocked_since + queue.policy.balance_timeout_s * 1000
 
-    def on_blocked(self, job: Job, queue: Queue, session: Session) -> Verdict:
+    def on_blocked(self, job: Job, queue: Queue, cycle: CycleView) -> Verdict:
         due = self.skips_at(job, queue)
-        if due is None or session.ts >= due:
+        if due is None or cycle.ts >= due:
             return Verdict.SKIP
         # The timeout must end the stop even if nothing else happens by then; time only
         # advances through journal records, so the wake-up is a timer in the state.
-        session.state.add_timer(due, TIMER, job.id)
+        cycle.wake_at(due, TIMER, job.id)
         return Verdict.STOP
+
+    def skips_in(self, job: Job, queue: Queue, now: int) -> float | None:
+        due = self.skips_at(job, queue)
+        return None if due is None else max(0, due - now) / 1000
+
+    def blocking(self, job: Job, queue: Queue, skip_in_s: float | None) -> str:
+        if skip_in_s is None:
+            return f"blocked at the head of a {self.kind} queue"
+        return (
+            f"blocked at the head of a balance queue, {skip_in_s:g} s left before balance skips it"
+        )
+
+    def skipping(self, job: Job, queue: Queue) -> str:
+        return f"blocked for over {queue.policy.balance_timeout_s} s, so balance skips it"

@@ -3,13 +3,8 @@ aging_interval_s up to 6 (pure)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from domain.framework import Verdict
+from domain.cycle.framework import CycleView, Verdict
 from domain.state import Job, Queue
-
-if TYPE_CHECKING:
-    from domain.session import Session
 
 HIGH = 7  # from here on a job is never skipped
 AGED_CEILING = 6  # aging never lifts a job into the never-skipped band
@@ -31,8 +26,17 @@ class Intelligent:
         # place, and its aging with it (this also keeps the pending lists' merge exact).
         return aged_priority(job.priority, now - job.submitted_ts, queue.policy.aging_interval_s)
 
-    def on_blocked(self, job: Job, queue: Queue, session: Session) -> Verdict:
+    def on_blocked(self, job: Job, queue: Queue, cycle: CycleView) -> Verdict:
         # Aging stops at 6, so only a job submitted at 7 or above ever stops the queue.
-        if self.effective_priority(job, queue, session.ts) >= HIGH:
+        if self.effective_priority(job, queue, cycle.ts) >= HIGH:
             return Verdict.STOP
         return Verdict.SKIP
+
+    def skips_in(self, job: Job, queue: Queue, now: int) -> float | None:
+        return None
+
+    def blocking(self, job: Job, queue: Queue, skip_in_s: float | None) -> str:
+        return f"blocked with priority {job.priority} >= {HIGH}, so intelligent does not skip it"
+
+    def skipping(self, job: Job, queue: Queue) -> str:
+        return f"blocked with priority below {HIGH}, so intelligent skips it"

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from domain.framework import Verdict
+from domain.cycle.framework import CycleView, Verdict
 from domain.state import Job, Queue
-
-if TYPE_CHECKING:
-    from domain.session import Session
 
 
 class RoundRobin:
@@ -17,5 +12,14 @@ class RoundRobin:
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         return job.priority
 
-    def on_blocked(self, job: Job, queue: Queue, session: Session) -> Verdict:
+    def on_blocked(self, job: Job, queue: Queue, cycle: CycleView) -> Verdict:
         return Verdict.SKIP
+
+    def skips_in(self, job: Job, queue: Queue, now: int) -> float | None:
+        return None
+
+    def blocking(self, job: Job, queue: Queue, skip_in_s: float | None) -> str:
+        return f"blocked at the head of a {self.kind} queue"
+
+    def skipping(self, job: Job, queue: Queue) -> str:
+        return f"blocked, so {self.kind} skips it"

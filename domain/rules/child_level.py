@@ -8,40 +8,44 @@ and whose module is listed in `modules`. The range filters victims only, as in P
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from domain.commands import PreemptReason
+from domain.cycle.framework import CycleView
 from domain.events import ChildLevelRule
 from domain.rules.self_level import in_range, subtree
 from domain.state import Job
 
-if TYPE_CHECKING:
-    from domain.session import Session
-
 
 class ChildLevel:
-    reason = "child_level"
+    reason: PreemptReason = "child_level"
+    explains = (
+        "child_level (PAI): the parent queue's child-level rule lets its own jobs preempt "
+        "matching jobs in the queues below it"
+    )
+    explicit = True  # a PAI rule: dominates fairness
+    fairness = False
 
-    def _rule(self, session: Session, job: Job) -> ChildLevelRule | None:
-        queue = session.state.queues[job.queue]
+    def _rule(self, cycle: CycleView, job: Job) -> ChildLevelRule | None:
+        queue = cycle.state.queues[job.queue]
         if not queue.children:
             return None
         return queue.preemption.child_level
 
-    def applies(self, session: Session, job: Job) -> bool:
-        return self._rule(session, job) is not None
+    def applies(self, cycle: CycleView, job: Job) -> bool:
+        return self._rule(cycle, job) is not None
 
-    def candidate_queues(self, session: Session, job: Job) -> Iterator[str]:
-        for child in sorted(session.state.queues[job.queue].children):
-            yield from subtree(session.state, child)
+    def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
+        for child in sorted(cycle.state.queues[job.queue].children):
+            yield from subtree(cycle.state, child)
 
-    def admits(self, session: Session, job: Job, victim: Job) -> bool:
-        rule = self._rule(session, job)
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
+        rule = self._rule(cycle, job)
         if rule is None or victim.queue == job.queue:
             return False
         if not in_range(victim.priority, rule.priority) or victim.module not in rule.modules:
             return False
         # Below P: P is a strict ancestor of the victim's queue.
-        return any(q.id == job.queue for q in session.state.ancestors(victim.queue))
+        return any(q.id == job.queue for q in cycle.state.ancestors(victim.queue))
 
-    def allows_after(self, session: Session, job: Job, victims: list[Job]) -> bool:
+    def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True

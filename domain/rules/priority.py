@@ -7,29 +7,33 @@ jobs of strictly lower priority, so two jobs can never preempt each other under 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from domain.commands import PreemptReason
+from domain.cycle.framework import CycleView
 from domain.state import Job
-
-if TYPE_CHECKING:
-    from domain.session import Session
 
 
 class WithinQueuePriority:
-    reason = "priority"
+    reason: PreemptReason = "priority"
+    explains = (
+        "priority (within_queue): a higher-priority job of the same queue preempted a strictly "
+        "lower-priority preemptible job"
+    )
+    explicit = False  # a PAI rule: dominates fairness
+    fairness = False
 
-    def applies(self, session: Session, job: Job) -> bool:
-        return session.state.queues[job.queue].preemption.within_queue
+    def applies(self, cycle: CycleView, job: Job) -> bool:
+        return cycle.state.queues[job.queue].preemption.within_queue
 
-    def candidate_queues(self, session: Session, job: Job) -> Iterator[str]:
+    def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
         yield job.queue
 
-    def admits(self, session: Session, job: Job, victim: Job) -> bool:
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         return (
             victim.queue == job.queue
             and victim.priority < job.priority
-            and self.applies(session, job)
+            and self.applies(cycle, job)
         )
 
-    def allows_after(self, session: Session, job: Job, victims: list[Job]) -> bool:
+    def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True

@@ -15,12 +15,10 @@ are one entity among its children (the OWN slot of fairshare).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from domain.commands import PreemptReason
+from domain.cycle.framework import CycleView
 from domain.state import Job, Queue, State
-
-if TYPE_CHECKING:
-    from domain.session import Session
 
 EPSILON = 1e-6  # fair shares are floats over integer amounts; this absorbs rounding only
 
@@ -42,10 +40,9 @@ class InFlight:
         self._own: dict[str, Amounts] = {}
         self._subtree: dict[str, Amounts] = {}
 
-    def refresh(self, commands: int, freed: int) -> None:
+    def refresh(self, version: tuple[int, int]) -> None:
         # Stops and holds change when a Preempt or Dispatch is issued, or a hold is dropped
-        # (which bumps state.freed); between cycles the session is new.
-        version = (commands, freed)
+        # (which counts as a free); between cycles the session is new.
         if version != self._version:
             self._version = version
             self._own.clear()
@@ -68,19 +65,17 @@ class InFlight:
         return cached
 
 
-def in_flight(session: Session) -> InFlight:
-    memo = session.memo.get("reclaim")
-    if not isinstance(memo, InFlight):
-        memo = InFlight(session.state)
-        session.memo["reclaim"] = memo
-    memo.refresh(len(session.commands), session.state.freed)
+def in_flight(cycle: CycleView) -> InFlight:
+    state = cycle.state
+    memo = cycle.memo("reclaim", lambda: InFlight(state))
+    memo.refresh(cycle.version())
     return memo
 
 
-def _usage(session: Session, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
+def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
     """What the entity has committed (allocated, less stopping, plus held) and its fair share."""
     queue, own = entity
-    flight = in_flight(session)
+    flight = in_flight(cycle)
     if own:
         base, offset, share = queue.allocated.as_tuple(), flight.own(queue), queue.own_fair_share
     else:
@@ -121,41 +116,45 @@ def _requested(job: Job) -> list[tuple[int, int]]:
 
 
 class Reclaim:
-    reason = "reclaim"
+    reason: PreemptReason = "reclaim"
+    explains = (
+        "reclaim: the preemptor's queue was below its deserved quota with a blocked job, and "
+        "took resources back from a queue above its fair share (never below that queue's fair share)"
+    )
+    explicit = False  # a PAI rule: dominates fairness
+    fairness = True
 
-    def applies(self, session: Session, job: Job) -> bool:
-        queue = session.state.queues[job.queue]
-        return self._within_share(session, job, [(queue, True)])
+    def applies(self, cycle: CycleView, job: Job) -> bool:
+        queue = cycle.state.queues[job.queue]
+        return self._within_share(cycle, job, [(queue, True)])
 
-    def candidate_queues(self, session: Session, job: Job) -> Iterator[str]:
+    def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
         asked = _requested(job)
-        for queue_id in sorted(session.state.queues):
-            queue = session.state.queues[queue_id]
+        for queue_id in sorted(cycle.state.queues):
+            queue = cycle.state.queues[queue_id]
             if queue_id == job.queue or not queue.running:
                 continue
-            used, share = _usage(session, (queue, True))
+            used, share = _usage(cycle, (queue, True))
             if any(used[r] > share[r] + EPSILON for r, _ in asked):
                 yield queue_id
 
-    def admits(self, session: Session, job: Job, victim: Job) -> bool:
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         if victim.queue == job.queue:
             return False
         # Explicit PAI rules dominate fairness: never take back from who displaced us.
-        if job.displaced_by.get(victim.id) in ("self_level", "child_level"):
+        if job.displaced_by.get(victim.id) in cycle.explicit_reasons():
             return False
-        state = session.state
-        if not self._within_share(
-            session, job, below_meeting_point(state, job.queue, victim.queue)
-        ):
+        state = cycle.state
+        if not self._within_share(cycle, job, below_meeting_point(state, job.queue, victim.queue)):
             return False
         asked = _requested(job)
         for entity in below_meeting_point(state, victim.queue, job.queue):
-            used, share = _usage(session, entity)
+            used, share = _usage(cycle, entity)
             if not any(used[r] > share[r] + EPSILON for r, _ in asked):
                 return False
         return True
 
-    def allows_after(self, session: Session, job: Job, victims: list[Job]) -> bool:
+    def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         """No victim-side entity ends below its fair share in a resource it is short of.
 
         Runs with the victims already released by the selector's statement. A resource the
@@ -163,7 +162,7 @@ class Reclaim:
         some of it does not make the entity poorer than fair; counting it would forbid any
         reclaim of jobs that also ask for plentiful cpu or memory.
         """
-        state = session.state
+        state = cycle.state
         seen: set[tuple[str, bool]] = set()
         for victim in victims:
             for entity in below_meeting_point(state, victim.queue, job.queue):
@@ -171,7 +170,7 @@ class Reclaim:
                 if key in seen:
                     continue
                 seen.add(key)
-                used, share = _usage(session, entity)
+                used, share = _usage(cycle, entity)
                 demand = _demand(entity)
                 for r in range(3):
                     contended = share[r] < demand[r] - EPSILON
@@ -179,11 +178,11 @@ class Reclaim:
                         return False
         return True
 
-    def _within_share(self, session: Session, job: Job, entities: list[Entity]) -> bool:
+    def _within_share(self, cycle: CycleView, job: Job, entities: list[Entity]) -> bool:
         """Every entity stays within its fair share once the whole job runs."""
         asked = _requested(job)
         for entity in entities:
-            used, share = _usage(session, entity)
+            used, share = _usage(cycle, entity)
             if any(used[r] + amount > share[r] + EPSILON for r, amount in asked):
                 return False
         return True

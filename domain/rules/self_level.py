@@ -9,13 +9,11 @@ and whose module is listed in `modules`.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from domain.commands import PreemptReason
+from domain.cycle.framework import CycleView
 from domain.events import SelfLevelRule
 from domain.state import Job, State
-
-if TYPE_CHECKING:
-    from domain.session import Session
 
 
 def in_range(priority: int, bounds: tuple[int, int]) -> bool:
@@ -51,29 +49,35 @@ def top_sibling(state: State, preemptor_queue: str, victim_queue: str) -> bool:
 
 
 class SelfLevel:
-    reason = "self_level"
+    reason: PreemptReason = "self_level"
+    explains = (
+        "self_level (PAI): the queue's self-level rule lets its high-priority jobs of the listed "
+        "modules preempt sibling queues' low-priority jobs"
+    )
+    explicit = True  # a PAI rule: dominates fairness
+    fairness = False
 
-    def _rule(self, session: Session, job: Job) -> SelfLevelRule | None:
-        rule = session.state.queues[job.queue].preemption.self_level
+    def _rule(self, cycle: CycleView, job: Job) -> SelfLevelRule | None:
+        rule = cycle.state.queues[job.queue].preemption.self_level
         if rule is None or not in_range(job.priority, rule.high_priority):
             return None
         return rule
 
-    def applies(self, session: Session, job: Job) -> bool:
-        return self._rule(session, job) is not None
+    def applies(self, cycle: CycleView, job: Job) -> bool:
+        return self._rule(cycle, job) is not None
 
-    def candidate_queues(self, session: Session, job: Job) -> Iterator[str]:
-        state = session.state
+    def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
+        state = cycle.state
         for peer in siblings(state, job.queue):
             yield from subtree(state, peer)
 
-    def admits(self, session: Session, job: Job, victim: Job) -> bool:
-        rule = self._rule(session, job)
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
+        rule = self._rule(cycle, job)
         if rule is None:
             return False
         if not in_range(victim.priority, rule.low_priority) or victim.module not in rule.modules:
             return False
-        return top_sibling(session.state, job.queue, victim.queue)
+        return top_sibling(cycle.state, job.queue, victim.queue)
 
-    def allows_after(self, session: Session, job: Job, victims: list[Job]) -> bool:
+    def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True

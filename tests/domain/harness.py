@@ -6,9 +6,20 @@ from typing import Any
 
 from domain.codec import decode_timed
 from domain.commands import NodeCommand
-from domain.decider import admit, close_group, fold, initial_state
+from domain.decider import accept, close_group, fold, initial_state
 from domain.events import Event, JournalRecord
+from domain.pending import PendingEntry, pending_view
 from domain.plugins import DEFAULT_PLUGINS, Plugins
+from domain.read_models import (
+    JobView,
+    NodeView,
+    QueueView,
+    job_ids,
+    job_view,
+    node_view,
+    queue_view,
+)
+from domain.reasons import Reason, ReasonKind
 from domain.simulation import Simulator
 from domain.state import Job, State
 
@@ -62,7 +73,11 @@ class Cluster:
         emitted: list[NodeCommand] = []
         for item in events:
             # Ticks come from the sequencer itself, so they skip admission as there.
-            reason = None if item.type == "Tick" else admit(self.state, item)
+            reason = (
+                None
+                if item.type == "Tick"
+                else accept(self.state, item, tuple(self.plugins.queue_policies))
+            )
             if reason is not None:
                 self.rejections.append((item, reason))
                 continue
@@ -76,8 +91,57 @@ class Cluster:
         self.commands += emitted
         return emitted
 
-    given = at
-    when = at
+    def given(self, ts: int, *events: Event) -> list[NodeCommand]:
+        """History: the events are folded and their cycle runs; what it emitted is returned
+        (for setting up what follows) and kept in `commands`, but `last`, what the checks
+        look at, is left to `when`."""
+        emitted = self.at(ts, *events)
+        self.last = []
+        return emitted
+
+    def when(self, ts: int, *events: Event) -> list[NodeCommand]:
+        """The group under test: its commands are `last`."""
+        return self.at(ts, *events)
+
+    # -- then: commands, structured reasons, views -----------------------------------------
+
+    def reason(self, job_id: str) -> Reason:
+        """Why the pending job waits, as the pending view gives it."""
+        queue_id = self.state.jobs[job_id].queue
+        for entry in pending_view(self.state, queue_id, self.ts, self.plugins):
+            if entry.job == job_id:
+                return entry.reason
+        raise AssertionError(f"{job_id} is not pending")
+
+    def why(self, job_id: str) -> tuple[ReasonKind, dict[str, object]]:
+        """The pending job's reason kind and facts."""
+        found = self.reason(job_id)
+        return found.kind, dict(found.facts)
+
+    def pending(self, queue_id: str) -> list[PendingEntry]:
+        return pending_view(self.state, queue_id, self.ts, self.plugins)
+
+    def job_view(self, job_id: str) -> JobView:
+        found = job_view(self.state, job_id)
+        assert found is not None, f"no job {job_id}"
+        return found
+
+    def queue_view(self, queue_id: str) -> QueueView:
+        found = queue_view(self.state, queue_id)
+        assert found is not None, f"no queue {queue_id}"
+        return found
+
+    def node_view(self, node_id: str) -> NodeView:
+        found = node_view(self.state, node_id)
+        assert found is not None, f"no node {node_id}"
+        return found
+
+    def queue_ids(self) -> list[str]:
+        return sorted(self.state.queues)
+
+    def job_ids(self) -> list[str]:
+        """Jobs not yet ended, sorted."""
+        return job_ids(self.state)
 
     def agents_obey(self, ts: int | None = None) -> list[NodeCommand]:
         """Answers the last group's commands (JobStarted / JobPreempted) at `ts`."""

@@ -6,7 +6,9 @@ from typing import Any
 
 import orjson
 
+from domain.read_models import JobView, job_ids, job_view
 from domain.simulation import Simulator
+from domain.state import State
 from tests.domain.harness import Cluster, event, job, node, queue
 
 
@@ -41,9 +43,9 @@ def test_moves_one_job_to_make_room_for_a_larger_one() -> None:
     assert cluster.last[1].by == "big"  # type: ignore[union-attr]
     cluster.agents_obey()  # JobStarted(a1, n2, 2) and JobPreempted(a1, n1, 1)
     assert [(c.job, c.node) for c in cluster.last] == [("big", "n1")]
-    moved = cluster.job("a1")
-    assert (moved.status.value, moved.placements, moved.stopping) == ("running", {"n2": 1}, {})
-    assert moved.started_nodes == {"n2"}
+    moved = cluster.job_view("a1")
+    assert (moved.status, moved.placements, moved.stopping) == ("running", (("n2", 1),), ())
+    assert moved.started == ("n2",)
 
 
 def test_nothing_moves_when_consolidation_is_off() -> None:
@@ -79,8 +81,8 @@ def test_a_late_report_of_the_old_attempt_changes_only_its_own_tasks() -> None:
     cluster.when(10, job("big", "a", gpu=4))
     # The old tasks finish on their own before the agent acknowledges the Preempt.
     cluster.when(11, event("JobFinished", job="a1", node="n1", attempt=1, outcome="succeeded"))
-    moved = cluster.job("a1")
-    assert (moved.status.value, moved.placements, moved.stopping) == ("running", {"n2": 1}, {})
+    moved = cluster.job_view("a1")
+    assert (moved.status, moved.placements, moved.stopping) == ("running", (("n2", 1),), ())
     assert cluster.dispatched() == ["big"]
 
 
@@ -112,9 +114,11 @@ def test_the_simulator_shows_a_consolidation_end_to_end() -> None:
         ("Dispatch", "big", "n1", 1, "quota"),
     ]
     # Every job still finishes: the moved one restarts its run at its new place.
-    assert simulator.state.jobs == {}
-    assert sorted(simulator.state.ended_jobs) == ["big", "long-1", "long-2", "short-1", "short-2"]
-    assert {s.value for s in simulator.state.ended_jobs.values()} == {"finished"}
+    assert job_ids(simulator.state) == []
+    names = ["big", "long-1", "long-2", "short-1", "short-2"]
+    assert {name: view_of(simulator.state, name).status for name in names} == dict.fromkeys(
+        names, "finished"
+    )
 
 
 def test_a_gang_fits_after_two_moves_all_dispatched_before_any_preempt() -> None:
@@ -144,7 +148,7 @@ def test_a_gang_fits_after_two_moves_all_dispatched_before_any_preempt() -> None
     ]
     cluster.agents_obey()
     assert sorted((c.job, c.node) for c in cluster.last) == [("pair", "n2"), ("pair", "n3")]
-    assert cluster.state.nodes["n1"].allocated.gpu == 4000
+    assert cluster.node_view("n1").allocated.gpu == 4000
 
 
 def test_nothing_moves_for_a_job_beyond_its_queues_fair_share() -> None:
@@ -159,5 +163,11 @@ def test_nothing_moves_for_a_job_beyond_its_queues_fair_share() -> None:
     cluster.when(10, job("big", "borrower", gpu=4))
     # The spare 4 GPUs are shared 1 : 3, so `big` would run 3 GPUs beyond its queue's share:
     # moving a1 for it would only invite a reclaim.
-    assert cluster.state.queues["borrower"].own_fair_share[0] == 1000
+    assert cluster.queue_view("borrower").own_fair_share[0] == 1000
     assert cluster.last == []
+
+
+def view_of(state: State, job_id: str) -> JobView:
+    found = job_view(state, job_id)
+    assert found is not None
+    return found

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain import fairshare
-from domain.decider import admit, apply
+from domain.decider import accept, apply
 from domain.events import Event
 from domain.quota import UNLIMITED
 from domain.state import Queue, State
@@ -60,7 +60,7 @@ def fold_all(state: State, events: list[Event], start: int = 0) -> int:
     """Folds what admission accepts, without cycles; returns the last seq used."""
     seq = start
     for item in events:
-        if admit(state, item) is None:
+        if accept(state, item) is None:
             seq += 1
             apply(state, item, seq, 0)
     return seq

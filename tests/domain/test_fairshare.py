@@ -8,13 +8,14 @@ import pytest
 
 from domain import fairshare
 from domain.events import Event
+from domain.reasons import ReasonKind
 from domain.state import State
 from tests.domain.harness import Cluster, event, job, node, queue
 
 
 def shares(cluster: Cluster, *names: str) -> list[float]:
     """Each queue's GPU fair share, in devices."""
-    return [cluster.state.queues[name].fair_share[0] / 1000 for name in names]
+    return [cluster.queue_view(name).fair_share[0] / 1000 for name in names]
 
 
 def gpu_queue(name: str, quota: float, limit: float = -1, **fields: object) -> Event:
@@ -37,8 +38,8 @@ def test_seed_002_quotas_3_and_1_share_12_idle_gpus_9_and_3() -> None:
     )
     cluster.when(1, *pending("a", "a", 20), *pending("b", "b", 20))
     assert shares(cluster, "a", "b") == [9, 3]
-    assert cluster.state.queues["a"].allocated.gpu == 9000
-    assert cluster.state.queues["b"].allocated.gpu == 3000
+    assert cluster.queue_view("a").allocated.gpu == 9000
+    assert cluster.queue_view("b").allocated.gpu == 3000
 
 
 def test_deserved_quota_is_capped_by_demand_and_the_rest_is_spare() -> None:
@@ -92,8 +93,8 @@ def test_limit_unset_means_nothing_beyond_quota() -> None:
     )
     cluster.when(1, *pending("a", "a", 5), *pending("b", "b", 1))
     assert shares(cluster, "a", "b") == [2, 1]
-    assert cluster.state.queues["a"].allocated.gpu == 2000
-    assert "limit" in (cluster.job("a2").pending_reason or "")
+    assert cluster.queue_view("a").allocated.gpu == 2000
+    assert cluster.why("a2")[0] is ReasonKind.LIMIT
 
 
 def test_weight_zero_gets_no_spare_while_others_want_it_but_idle_gpus_are_not_wasted() -> None:
@@ -142,7 +143,7 @@ def test_a_parents_own_jobs_compete_as_one_more_child_with_the_quota_left_over()
         node("n1", gpu=4),
     )
     cluster.when(1, *pending("p", "org", 10), *pending("t", "team", 10))
-    org = cluster.state.queues["org"]
+    org = cluster.queue_view("org")
     assert org.fair_share[0] == 4000
     assert org.own_fair_share[0] == 1000
     assert shares(cluster, "team") == [3]
@@ -155,7 +156,7 @@ def test_a_resource_the_queue_does_not_mention_is_unmanaged() -> None:
     cluster.when(1, job("j", "a", resources={"gpu": 1, "cpu": 6000}, interactive=True))
     assert cluster.dispatched() == ["j"]
     assert cluster.last[0].reason == "quota"  # cpu is not managed, so not "over quota"
-    assert cluster.state.queues["a"].fair_share[1] == 6000
+    assert cluster.queue_view("a").fair_share[1] == 6000
 
 
 def test_shares_follow_capacity_when_a_node_arrives() -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from domain import limits
 from domain.codec import DecodeError, decode_ingress, decode_timed, encode_command
-from domain.decider import admit, apply, close_group, initial_state
+from domain.decider import accept, apply, close_group, initial_state
 from domain.events import Event
 from tests.domain.test_hostile_simulate import simulate
 
@@ -150,7 +150,7 @@ def test_the_largest_accepted_amounts_still_make_encodable_commands() -> None:
         ),
     ]
     for seq, event in enumerate(events, start=1):
-        assert admit(state, event) is None
+        assert accept(state, event) is None
         apply(state, event, seq, limits.TS_MAX)
     state, commands = close_group(state)
     # then the gang is dispatched, and every command encodes within the record limit.

@@ -10,6 +10,7 @@ import yaml
 
 from domain.events import Event
 from domain.manifests import ManifestError, queue_events
+from domain.reasons import ReasonKind
 from tests.domain.harness import Cluster, job, node
 
 KAI = Path(__file__).parent.parent / "scenarios" / "kai"
@@ -57,12 +58,14 @@ def test_kai_limits_behave_as_the_seed_says() -> None:
     cluster = kai_cluster()
     cluster.when(1, job("m0", "ml-team"), job("m1", "ml-team"))
     assert cluster.dispatched() == ["m0"]
-    assert "queue ml-team would exceed its limit (gpu 2 > limit 1)" in (
-        cluster.job("m1").pending_reason or ""
+    assert cluster.why("m1") == (
+        ReasonKind.LIMIT,
+        {"queue": "ml-team", "breach": "gpu 2 > limit 1"},
     )
     cluster.when(2, job("r0", "research-team"), job("r1", "research-team"))
     assert cluster.dispatched() == ["r0"]  # research-team's subtree may grow to 2 GPUs, no more
-    assert "limit 2" in (cluster.job("r1").pending_reason or "")
+    assert cluster.why("r1")[0] is ReasonKind.LIMIT
+    assert str(cluster.why("r1")[1]["breach"]).endswith("> limit 2")
 
 
 def test_burst_queue_uses_idle_gpus_without_a_guarantee_and_is_reclaimed_first() -> None:
@@ -77,8 +80,8 @@ def test_burst_queue_uses_idle_gpus_without_a_guarantee_and_is_reclaimed_first()
     ]
     cluster.agents_obey()
     assert cluster.dispatched() == ["m0"]
-    burst = cluster.state.queues["burst-queue"]
-    research = cluster.state.queues["research-team"]
+    burst = cluster.queue_view("burst-queue")
+    research = cluster.queue_view("research-team")
     assert (research.fair_share[0], burst.fair_share[0]) == (1000, 3000)
 
 

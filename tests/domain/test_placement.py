@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from domain.reasons import ReasonKind
 from tests.domain.harness import Cluster, event, job, node, queue
 
 
@@ -53,7 +54,7 @@ def test_a_gang_is_placed_whole_or_not_at_all() -> None:
     cluster.given(0, queue("a", gpu_quota=16), node("n1", gpu=4), node("n2", gpu=4))
     cluster.when(1, job("gang", "a", gpu=3, tasks=3))  # two fit (one per node), not three
     assert cluster.last == []
-    assert cluster.state.nodes["n1"].allocated.gpu == 0
+    assert cluster.node_view("n1").allocated.gpu == 0
     cluster.when(2, node("n3", gpu=4))
     assert sorted(nodes_of(cluster)) == [("gang", "n1", 1), ("gang", "n2", 1), ("gang", "n3", 1)]
     assert {c.seq for c in cluster.last} == {cluster.seq}
@@ -78,7 +79,8 @@ def test_node_selector_places_only_on_matching_nodes() -> None:
     assert nodes_of(cluster) == [("wants-a100", "n2", 1)]
     cluster.when(2, job("wants-h100", "a", gpu=1, node_selector={"gpu-model": "H100"}))
     assert cluster.last == []
-    assert "matching gpu-model=H100" in (cluster.job("wants-h100").pending_reason or "")
+    kind, facts = cluster.why("wants-h100")
+    assert (kind, facts["selector"]) == (ReasonKind.CAPACITY, "gpu-model=H100")
 
 
 def test_every_resource_of_a_task_must_fit_on_its_node() -> None:
@@ -95,4 +97,4 @@ def test_fractional_gpus_share_a_device_exactly() -> None:
     cluster.given(0, queue("a", gpu_quota=16), node("n1", gpu=1))
     cluster.when(1, job("h1", "a", gpu=0.5), job("h2", "a", gpu=0.5), job("h3", "a", gpu=0.5))
     assert [c.job for c in cluster.last] == ["h1", "h2"]
-    assert cluster.state.nodes["n1"].free.gpu == 0
+    assert cluster.node_view("n1").free.gpu == 0

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from domain.cycle.framework import CycleView, PreemptionRule
 from domain.decider import fold
 from domain.events import Event, JournalRecord
-from domain.framework import PreemptionRule
 from domain.pending import Standing, pending_view
 from domain.plugins import Plugins
-from domain.session import Session
+from domain.reasons import ReasonKind
 from domain.state import Job
 from tests.domain.harness import Cluster, event, job, node, queue
 
@@ -30,7 +30,7 @@ def blocked_head(kind: str, head_priority: int = 5, **policy: Any) -> Cluster:
     would fit."""
     cluster = Cluster()
     cluster.given(0, PATIENT, policy_queue("q", kind, **policy), node("n1", gpu=4))
-    cluster.given(1 * S, job("filler", "q", gpu=3, preemptible=False))
+    cluster.when(1 * S, job("filler", "q", gpu=3, preemptible=False))
     assert cluster.dispatched() == ["filler"]
     cluster.when(
         2 * S, job("head", "q", gpu=2, priority=head_priority), job("small", "q", gpu=1, priority=5)
@@ -59,8 +59,8 @@ def test_blocked_head_and_a_small_job_behind_it(
     cluster = blocked_head(kind, head_priority)
     assert cluster.dispatched() == placed
     stops = not placed
-    assert cluster.state.queues["q"].stopped_by == ("head" if stops else None)
-    assert "no room" in (cluster.job("head").pending_reason or "")
+    assert cluster.queue_view("q").stopped_by == ("head" if stops else None)
+    assert cluster.why("head")[0] is ReasonKind.CAPACITY
 
 
 def test_fifo_keeps_the_queue_stopped_until_the_head_fits() -> None:
@@ -81,15 +81,14 @@ def test_round_robin_tries_every_job_in_order() -> None:
 
 def test_balance_skips_the_head_only_after_its_timeout() -> None:
     cluster = blocked_head("balance", balance_timeout_s=60)
-    head = cluster.job("head")
-    assert head.blocked_since == 2 * S
+    assert cluster.job_view("head").blocked_since == 2 * S
     assert (62 * S, "balance", "head") in cluster.state.timers
     cluster.when(61 * S, event("Tick"))
     assert cluster.dispatched() == []
     # The timeout alone wakes a cycle: nothing else changed at 62 s.
     cluster.when(62 * S, event("Tick"))
     assert cluster.dispatched() == ["small"]
-    assert head.blocked_since == 2 * S  # still blocked, now skipped
+    assert cluster.job_view("head").blocked_since == 2 * S  # still blocked, now skipped
 
 
 def test_balance_window_widens_one_job_per_timeout() -> None:
@@ -101,8 +100,8 @@ def test_balance_window_widens_one_job_per_timeout() -> None:
     cluster.when(62 * S, event("Tick"))
     # first is skipped now; second is tried for the first time, blocks, starts its own timeout.
     assert cluster.dispatched() == []
-    assert cluster.state.queues["q"].stopped_by == "second"
-    assert cluster.job("second").blocked_since == 62 * S
+    assert cluster.queue_view("q").stopped_by == "second"
+    assert cluster.job_view("second").blocked_since == 62 * S
     cluster.when(121 * S, event("Tick"))
     assert cluster.dispatched() == []
     cluster.when(122 * S, event("Tick"))
@@ -113,8 +112,8 @@ def test_balance_placed_job_leaves_and_a_requeue_starts_a_fresh_blocked_period()
     cluster = blocked_head("balance", balance_timeout_s=60)
     cluster.finish(10 * S, "filler")
     assert cluster.dispatched() == ["head", "small"]
-    assert cluster.job("head").blocked_since is None
-    assert cluster.state.queues["q"].stopped_by is None
+    assert cluster.job_view("head").blocked_since is None
+    assert cluster.queue_view("q").stopped_by is None
 
 
 def test_balance_cycle_is_skipped_while_nothing_changes_and_no_timer_is_due() -> None:
@@ -209,7 +208,7 @@ def test_policy_change_mid_queue(before: str, after: str, placed: list[str]) -> 
     cluster.when(62 * S, policy_queue("q", after, balance_timeout_s=30))
     assert cluster.dispatched() == placed
     assert cluster.preempted() == []
-    assert cluster.job("filler").status.value == "running"
+    assert cluster.job_view("filler").status == "running"
 
 
 def test_policy_change_to_fifo_stops_jobs_submitted_after_it() -> None:
@@ -219,7 +218,7 @@ def test_policy_change_to_fifo_stops_jobs_submitted_after_it() -> None:
     assert cluster.dispatched() == []
     cluster.when(4 * S, policy_queue("q", "fifo"), job("later", "q", gpu=1))
     assert cluster.dispatched() == []
-    assert cluster.state.queues["q"].stopped_by == "head"
+    assert cluster.queue_view("q").stopped_by == "head"
 
 
 def test_policy_change_from_intelligent_to_fifo_drops_aging() -> None:
@@ -236,14 +235,14 @@ def test_policy_change_from_intelligent_to_fifo_drops_aging() -> None:
 @pytest.mark.parametrize(
     ("head", "expect_reason"),
     [
-        ({"gpu": 3, "tasks": 3}, "no room"),  # a gang: all three tasks or none
-        ({"gpu": 4, "interactive": True}, "within deserved quota"),
-        ({"gpu": 11}, "limit"),
+        ({"gpu": 3, "tasks": 3}, ReasonKind.CAPACITY),  # a gang: all three tasks or none
+        ({"gpu": 4, "interactive": True}, ReasonKind.QUOTA),  # only within deserved quota
+        ({"gpu": 11}, ReasonKind.LIMIT),
     ],
 )
 @pytest.mark.parametrize(("kind", "small_placed"), [("fifo", False), ("round_robin", True)])
 def test_blocked_covers_capacity_quota_limit_and_gang(
-    head: dict[str, Any], expect_reason: str, kind: str, small_placed: bool
+    head: dict[str, Any], expect_reason: ReasonKind, kind: str, small_placed: bool
 ) -> None:
     cluster = Cluster()
     cluster.given(
@@ -253,7 +252,7 @@ def test_blocked_covers_capacity_quota_limit_and_gang(
         node("n2", gpu=4),
     )
     cluster.when(1 * S, job("head", "q", **head), job("small", "q", gpu=1))
-    assert expect_reason in (cluster.job("head").pending_reason or "")
+    assert cluster.why("head")[0] is expect_reason
     assert cluster.dispatched() == (["small"] if small_placed else [])
 
 
@@ -264,17 +263,20 @@ class UrgentPreemptsLowerPriority:
     """A test-only preemption rule: priority >= 8 may preempt lower-priority jobs anywhere."""
 
     reason = "priority"
+    explains = "priority: a test rule"
+    explicit = False
+    fairness = False
 
-    def applies(self, session: Session, job: Job) -> bool:
+    def applies(self, cycle: CycleView, job: Job) -> bool:
         return job.priority >= 8
 
-    def candidate_queues(self, session: Session, job: Job) -> Iterable[str]:
-        return sorted(session.state.queues)
+    def candidate_queues(self, cycle: CycleView, job: Job) -> Iterable[str]:
+        return sorted(cycle.state.queues)
 
-    def admits(self, session: Session, job: Job, victim: Job) -> bool:
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         return job.priority >= 8 and victim.priority < job.priority
 
-    def allows_after(self, session: Session, job: Job, victims: list[Job]) -> bool:
+    def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True
 
 
@@ -288,7 +290,7 @@ def test_resources_freed_by_a_preemption_are_held_for_the_preemptor(kind: str) -
     cluster.when(3 * S, job("urgent", "q", gpu=4, priority=9), job("small", "q", gpu=1))
     assert cluster.preempted() == ["low"]
     assert cluster.dispatched() == []
-    assert cluster.job("urgent").blocked_since is None  # a preemption started: not blocked
+    assert cluster.job_view("urgent").blocked_since is None  # a preemption started: not blocked
     # The agent stops low: its 4 GPUs are free, but held for urgent; small must not take one.
     cluster.when(4 * S, event("JobPreempted", job="low", node="n1", attempt=1))
     assert cluster.dispatched() == ["urgent"]
@@ -308,7 +310,7 @@ def test_a_job_behind_a_preempting_job_may_use_what_is_not_held() -> None:
     assert [(c.job, c.node) for c in cluster.last if c.type == "Dispatch"] == [("small", "n2")]
     entries = {e.job: e for e in pending_view(cluster.state, "q", 3 * S)}
     assert entries["urgent"].standing is Standing.PREEMPTING
-    assert cluster.state.nodes["n1"].held.gpu == 4000
+    assert cluster.node_view("n1").held.gpu == 4000
 
 
 # -- pending view: reason and position without O(pending) work in the cycle -------------------
@@ -323,9 +325,15 @@ def test_pending_view_explains_a_stopped_fifo_queue() -> None:
         (2, "small", Standing.BEHIND),
         (3, "later", Standing.BEHIND),
     ]
-    assert entries[0].reason.startswith("blocked at the head of a fifo queue: no room")
+    assert entries[0].reason.kind is ReasonKind.CAPACITY
+    assert entries[0].reason.text.startswith("blocked at the head of a fifo queue: ")
+    assert (entries[1].reason.kind, entries[1].reason.fact("blocked_by")) == (
+        ReasonKind.BEHIND,
+        "head",
+    )
     assert (
-        entries[1].reason == "waiting behind job head, which is blocked and stops this fifo queue"
+        entries[1].reason.text
+        == "waiting behind job head, which is blocked and stops this fifo queue"
     )
 
 
@@ -334,11 +342,13 @@ def test_pending_view_counts_down_the_balance_timeout() -> None:
     entries = pending_view(cluster.state, "q", 20 * S)
     assert entries[0].standing is Standing.BLOCKING
     assert entries[0].skip_in_s == 42
-    assert "42 s left before balance skips it" in entries[0].reason
+    assert entries[0].reason.text.startswith(
+        "blocked at the head of a balance queue, 42 s left before balance skips it: "
+    )
     cluster.when(62 * S, event("Tick"))
     entries = pending_view(cluster.state, "q", 62 * S)
     assert [(e.job, e.standing) for e in entries] == [("head", Standing.SKIPPED)]
-    assert "balance skips it" in entries[0].reason
+    assert entries[0].reason.text.startswith("blocked for over 60 s, so balance skips it: ")
 
 
 def test_pending_view_round_robin_and_intelligent_reasons() -> None:
@@ -351,8 +361,8 @@ def test_pending_view_round_robin_and_intelligent_reasons() -> None:
     ]
     cluster = blocked_head("intelligent", head_priority=8)
     entries = pending_view(cluster.state, "q", 3 * S)
-    assert entries[0].reason.startswith(
-        "blocked with priority 8 >= 7, so intelligent does not skip it"
+    assert entries[0].reason.text.startswith(
+        "blocked with priority 8 >= 7, so intelligent does not skip it: "
     )
     assert entries[1].standing is Standing.BEHIND
 
@@ -387,5 +397,6 @@ def test_a_shape_that_found_no_room_fails_fast_only_for_the_same_selector_or_lar
         job("any", "q", gpu=1),  # no selector: nothing left
     )
     assert cluster.dispatched() == ["a-two", "h-one"]
-    assert "matching gpu=h100" in (cluster.job("h-bigger").pending_reason or "")
-    assert "no room on nodes for 1 task(s)" in (cluster.job("any").pending_reason or "")
+    assert cluster.why("h-bigger")[1]["selector"] == "gpu=h100"
+    kind, facts = cluster.why("any")
+    assert (kind, facts["selector"], facts["tasks"]) == (ReasonKind.CAPACITY, "", 1)

@@ -9,12 +9,12 @@ import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from domain.actions.allocate import pending_in_order
 from domain.commands import Dispatch, NodeCommand
-from domain.decider import admit, close_group, fold, initial_state
+from domain.cycle.framework import QueuePolicy
+from domain.cycle.ordering import pending_in_order
+from domain.decider import accept, close_group, fold, initial_state
 from domain.events import Event, JobSubmitted, JournalRecord
 from domain.evolve import evolve
-from domain.framework import QueuePolicy
 from domain.plugins import DEFAULT_PLUGINS
 from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, Queue, State
@@ -60,7 +60,7 @@ class Journal:
     def group(self, ts: int, events: list[Event]) -> list[NodeCommand]:
         self.ts = ts
         for item in [*self.answers, *events]:
-            if item.type != "Tick" and admit(self.state, item) is not None:
+            if item.type != "Tick" and accept(self.state, item) is not None:
                 continue
             record = JournalRecord(seq=len(self.records) + 1, ts=ts, event=item)
             self.records.append(record)

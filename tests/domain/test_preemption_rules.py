@@ -6,6 +6,7 @@ from typing import Any
 
 from domain.commands import NodeCommand
 from domain.events import Event
+from domain.reasons import ReasonKind
 from tests.domain.harness import Cluster, event, job, node, queue, simulate
 
 SEED_SELF_LEVEL = {"high_priority": [6, 9], "low_priority": 4, "modules": ["DLC", "DSW"]}
@@ -46,7 +47,7 @@ def sibling_teams(self_level: dict[str, Any] | None = SEED_SELF_LEVEL) -> Cluste
         job("b-dlc-5", "team-b", priority=5, module="DLC"),
         job("b-eas-4", "team-b", priority=4, module="EAS"),
     )
-    assert len(cluster.state.nodes["n1"].jobs) == 4
+    assert len(cluster.node_view("n1").jobs) == 4
     return cluster
 
 
@@ -60,14 +61,18 @@ def test_seed_self_level_takes_priority_4_dlc_and_dsw_jobs_of_a_sibling() -> Non
     assert cluster.dispatched() == []
     cluster.agents_obey()  # the victims stop at the same ts
     assert cluster.dispatched() == ["a-urgent"]
-    assert sorted(cluster.state.nodes["n1"].jobs) == ["a-urgent", "b-dlc-5", "b-eas-4"]
+    assert [job_id for job_id, _ in cluster.node_view("n1").jobs] == [
+        "a-urgent",
+        "b-dlc-5",
+        "b-eas-4",
+    ]
 
 
 def test_self_level_never_takes_priority_5_nor_eas_jobs() -> None:
     cluster = sibling_teams()
     cluster.when(10, job("a-urgent", "team-a", priority=9, gpu=3))
     assert preempts(cluster.last) == []  # only 2 GPUs are eligible: nothing is issued
-    assert "no room" in (cluster.job("a-urgent").pending_reason or "")
+    assert cluster.why("a-urgent")[0] is ReasonKind.CAPACITY
 
 
 def test_self_level_only_for_jobs_in_the_high_range() -> None:
@@ -252,7 +257,7 @@ def test_only_the_victims_needed_are_preempted_and_a_gang_victim_whole() -> None
     assert all(by == "big" for _, _, by in victims)
     stopped = [c for c in cluster.last if c.type == "Preempt"]
     gang_nodes = [c.node for c in stopped if c.job == "gang"]
-    assert gang_nodes == [] or len(gang_nodes) == len(cluster.job("gang").stopping)
+    assert gang_nodes == [] or len(gang_nodes) == len(cluster.job_view("gang").stopping)
     cluster.agents_obey()
     assert cluster.dispatched() == ["big"]
 
@@ -284,8 +289,8 @@ def test_elastic_victim_is_shrunk_by_halves_before_anyone_is_preempted_whole() -
     assert [(c.job, c.reason, c.tasks) for c in stops] == [("elastic", "shrink", 2)]
     cluster.agents_obey()
     assert cluster.dispatched() == ["urgent"]
-    assert cluster.job("elastic").placed_tasks == 2
-    assert cluster.job("elastic").status.value == "running"
+    assert cluster.job_view("elastic").placed_tasks == 2
+    assert cluster.job_view("elastic").status == "running"
 
 
 def test_the_preemptor_takes_its_held_room_even_behind_a_blocked_head() -> None:
@@ -306,13 +311,13 @@ def test_the_preemptor_takes_its_held_room_even_behind_a_blocked_head() -> None:
     cluster.when(5000, node("n2", gpu=2), job("a-urgent", "team-a", priority=7, gpu=2))
     assert preempts(cluster.last) == [("b-low", "self_level", "a-urgent")]
     cluster.when(10_000, event("Tick"))  # n1 is lost: a-big goes back to the head of team-a
-    assert cluster.job("a-big").status.value == "pending"
+    assert cluster.job_view("a-big").status == "pending"
     acks = [event("JobPreempted", job="b-low", node="n2", attempt=1)]
     cluster.when(11_000, node("n2", gpu=2), *acks)
     # a-big (older, same priority) blocks team-a's fifo queue, yet the room held for
     # a-urgent is not left idle.
     assert cluster.dispatched() == ["a-urgent"]
-    assert cluster.state.queues["team-a"].stopped_by == "a-big"
+    assert cluster.queue_view("team-a").stopped_by == "a-big"
 
 
 def test_a_job_placed_meanwhile_cannot_use_quota_promised_to_a_preemptor() -> None:
@@ -333,6 +338,6 @@ def test_a_job_placed_meanwhile_cannot_use_quota_promised_to_a_preemptor() -> No
     )
     assert preempts(cluster.last) == [("low", "priority", "hi")]
     assert cluster.dispatched() == []  # n2 is free, but a's quota is promised to "hi"
-    assert "held for preemptors" in (cluster.job("pinned").pending_reason or "")
+    assert cluster.why("pinned")[1]["held_for_preemptors"] == 1
     cluster.agents_obey()
     assert cluster.dispatched() == ["hi"]

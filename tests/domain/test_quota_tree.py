@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from domain.events import Event
+from domain.reasons import ReasonKind
 from tests.domain.harness import Cluster, event, job, node
 
 
@@ -29,7 +30,7 @@ def test_moving_a_queue_below_its_own_descendant_is_refused_as_a_cycle() -> None
     )
     cluster.when(1, gpu_queue("a", -1, parent="c"))
     assert reasons(cluster) == ["parent 'c' is below queue 'a': that would make a cycle"]
-    assert cluster.state.queues["a"].parent is None
+    assert cluster.queue_view("a").parent is None
 
 
 def test_childrens_quotas_above_the_parents_are_refused_with_the_numbers() -> None:
@@ -67,7 +68,7 @@ def test_a_queue_with_children_or_jobs_cannot_be_deleted() -> None:
     ]
     cluster.finish(3, "j")
     cluster.when(4, event("QueueDeleted", queue="t1"), event("QueueDeleted", queue="org"))
-    assert cluster.state.queues == {}
+    assert cluster.queue_ids() == []
 
 
 def test_jobs_run_at_any_depth_and_in_parent_queues() -> None:
@@ -76,8 +77,8 @@ def test_jobs_run_at_any_depth_and_in_parent_queues() -> None:
     cluster.given(0, *chain, node("n1", gpu=8))
     cluster.when(1, job("deep", "l5"), job("middle", "l2"), job("top", "l0"))
     assert sorted(cluster.dispatched()) == ["deep", "middle", "top"]
-    assert cluster.state.queues["l0"].subtree_allocated.gpu == 3000
-    assert cluster.state.queues["l2"].subtree_allocated.gpu == 2000
+    assert cluster.queue_view("l0").subtree_allocated.gpu == 3000
+    assert cluster.queue_view("l2").subtree_allocated.gpu == 2000
 
 
 def test_a_limit_anywhere_on_the_path_caps_the_subtree() -> None:
@@ -87,9 +88,7 @@ def test_a_limit_anywhere_on_the_path_caps_the_subtree() -> None:
     )
     cluster.when(1, job("a", "t1"), job("b", "t1"), job("c", "t1"))
     assert cluster.dispatched() == ["a", "b"]
-    assert "queue org would exceed its limit (gpu 3 > limit 2)" in (
-        cluster.job("c").pending_reason or ""
-    )
+    assert cluster.why("c") == (ReasonKind.LIMIT, {"queue": "org", "breach": "gpu 3 > limit 2"})
 
 
 def test_parents_own_interactive_jobs_use_only_the_quota_its_children_leave() -> None:
@@ -98,6 +97,9 @@ def test_parents_own_interactive_jobs_use_only_the_quota_its_children_leave() ->
     cluster.given(0, gpu_queue("org", 4), gpu_queue("t1", 3, parent="org"), node("n1", gpu=8))
     cluster.when(1, job("i1", "org", interactive=True), job("i2", "org", interactive=True))
     assert cluster.dispatched() == ["i1"]
-    assert "deserved quota (gpu 2 > quota 1 non-preemptible)" in (
-        cluster.job("i2").pending_reason or ""
+    kind, facts = cluster.why("i2")
+    assert (kind, facts["breach"], facts["counted"]) == (
+        ReasonKind.QUOTA,
+        "gpu 2 > quota 1",
+        "non-preemptible",
     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from domain import fairshare
 from domain.commands import NodeCommand
+from domain.cycle.session import Session
 from domain.decider import apply
 from domain.events import Event
 from domain.plugins import DEFAULT_PLUGINS
+from domain.reasons import ReasonKind
 from domain.rules.reclaim import Reclaim
-from domain.session import Session
 from tests.domain.harness import Cluster, event, job, node
 
 
@@ -28,7 +29,7 @@ def settle(cluster: Cluster, ts: int) -> list[NodeCommand]:
 
 
 def gpus(cluster: Cluster, name: str) -> float:
-    return cluster.state.queues[name].subtree_allocated.gpu / 1000
+    return cluster.queue_view(name).subtree_allocated.gpu / 1000
 
 
 def preempts(commands: list[NodeCommand]) -> list[tuple[str, str, str | None]]:
@@ -75,7 +76,7 @@ def test_reclaim_never_takes_a_victim_queue_below_its_fair_share() -> None:
     settle(cluster, 1)
     cluster.when(2, job("a0", "a"))
     assert preempts(settle(cluster, 2)) == []
-    assert cluster.job("a0").status.value == "pending"
+    assert cluster.job_view("a0").status == "pending"
 
 
 def test_a_queue_at_its_fair_share_does_not_reclaim() -> None:
@@ -134,9 +135,9 @@ def test_two_queues_fed_new_jobs_do_not_ping_pong() -> None:
     for round_ in range(3, 30):
         cluster.when(round_, job(f"a-{round_}", "a"), job(f"b-{round_}", "b"))
         later += preempts(settle(cluster, round_))
-        running_a = sorted(
-            j.id for j in cluster.state.jobs.values() if j.queue == "a" and j.placements
-        )
+        running_a = [
+            j for j in cluster.job_ids() if j.startswith("a") and cluster.job_view(j).placements
+        ]
         cluster.finish(round_, running_a[0])
         later += preempts(settle(cluster, round_))
     assert later == []
@@ -169,7 +170,7 @@ def test_interactive_job_preempts_its_own_queues_unattended_work_within_quota() 
     issued = settle(cluster, 2)
     [(victim, reason, by)] = preempts(issued)
     assert (victim.startswith("train"), reason, by) == (True, "interactive", "notebook")
-    assert cluster.job("notebook").placements
+    assert cluster.job_view("notebook").placements
 
 
 def test_interactive_jobs_go_before_unattended_ones_of_their_queue() -> None:
@@ -186,7 +187,7 @@ def test_interactive_beyond_deserved_quota_waits_and_preempts_nobody() -> None:
     settle(cluster, 1)
     cluster.when(2, job("i1", "a", interactive=True))
     assert preempts(settle(cluster, 2)) == []
-    assert "deserved quota" in (cluster.job("i1").pending_reason or "")
+    assert cluster.why("i1")[0] is ReasonKind.QUOTA
 
 
 def test_interactive_and_non_preemptible_jobs_are_never_victims() -> None:

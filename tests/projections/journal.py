@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from domain.commands import NodeCommand
-from domain.decider import admit
+from domain.decider import accept
 from domain.events import Event, JournalRecord
 from projections.view import View
 from tests.domain.harness import event
@@ -23,7 +23,7 @@ class Journal:
         assert ts > self.ts, "the sequencer never reuses a ts once its group is closed"
         self.ts = ts
         for item in events:
-            reason = None if item.type == "Tick" else admit(self.view.state, item)
+            reason = None if item.type == "Tick" else accept(self.view.state, item)
             if reason is not None:
                 self.rejections.append(reason)
                 continue

@@ -70,3 +70,18 @@ def test_wildcard_override_applies_to_every_queue_and_bad_files_say_why() -> Non
         )
     with pytest.raises(whatif.WhatIfError, match="unknown key"):
         whatif.parse_overrides({"queue": {}})
+
+
+def test_jobs_left_waiting_are_counted_by_the_core_reason_kind() -> None:
+    """A 9-GPU job never fits one 8-GPU node; with a limit of 2 on queue b it is the limit
+    that keeps it out: what-if says which, from the core's structured reasons."""
+    j = Journal()
+    j.at(1_000, queue("a", 4), queue("b", 4), node("n1", gpu=8))
+    j.at(2_000, job("huge", "a", gpu=9, duration_s=10), job("b1", "b", gpu=3, duration_s=10))
+    limit = {"resources": {"gpu": {"quota": 2, "limit": 2}}}
+    overrides = whatif.parse_overrides({"queues": {"b": limit}})
+    summary = whatif.compare(j.records, overrides).summary()
+    assert summary["baseline"]["a"]["waiting_for"] == {"capacity": 1}
+    assert summary["baseline"]["b"]["waiting_for"] == {}
+    assert summary["whatif"]["b"]["waiting_for"] == {"limit": 1}
+    assert summary["whatif"]["*"]["waiting_for"] == {"capacity": 1, "limit": 1}

@@ -1,17 +1,23 @@
-"""Quota and limit checks for placing a job's tasks, and why a job cannot be placed (pure)."""
+"""Quota and limit checks for placing a job's tasks: each breach is a structured reason (pure)."""
 
 from __future__ import annotations
 
+from domain.reasons import Reason, ReasonKind, reason
 from domain.resources import Resources
 from domain.state import Job, Queue, State
 
 
-def limit_breach(state: State, job: Job, amount: Resources) -> str | None:
+def limit_breach(state: State, job: Job, amount: Resources) -> Reason | None:
     """The first queue on the job's path whose hard limit `amount` more would break."""
     for queue in state.ancestors(job.queue):
         breach = queue.quota.limit_breach(queue.subtree_allocated + amount)
         if breach is not None:
-            return f"queue {queue.id} would exceed its limit ({breach})"
+            return reason(
+                ReasonKind.LIMIT,
+                f"queue {queue.id} would exceed its limit ({breach})",
+                queue=queue.id,
+                breach=breach,
+            )
     return None
 
 
@@ -21,7 +27,7 @@ def own_quota(state: State, queue_id: str) -> tuple[int, int, int]:
     return queue.quota.own_quota([state.queues[c].quota for c in queue.children])
 
 
-def quota_breach(state: State, job: Job, amount: Resources) -> str | None:
+def quota_breach(state: State, job: Job, amount: Resources) -> Reason | None:
     """Why `amount` more would take the job's own queue beyond its deserved quota, if it would.
 
     A parent's own jobs count against what its quota leaves after its children's quotas, so
@@ -31,7 +37,7 @@ def quota_breach(state: State, job: Job, amount: Resources) -> str | None:
     return _deserved_breach(state, queue, queue.allocated + amount, "")
 
 
-def protected_breach(state: State, job: Job, amount: Resources) -> str | None:
+def protected_breach(state: State, job: Job, amount: Resources) -> Reason | None:
     """Why `amount` more of non-preemptible work would exceed the queue's deserved quota.
 
     Only non-preemptible work (interactive included) is counted: the queue's preemptible jobs
@@ -42,16 +48,22 @@ def protected_breach(state: State, job: Job, amount: Resources) -> str | None:
     return _deserved_breach(state, queue, queue.protected + amount, " non-preemptible")
 
 
-def _deserved_breach(state: State, queue: Queue, used: Resources, counted: str) -> str | None:
+def _deserved_breach(state: State, queue: Queue, used: Resources, counted: str) -> Reason | None:
     """Why `used` would exceed the queue's deserved quota (the OWN slot's, for a parent)."""
     own = own_quota(state, queue.id) if queue.children else None
     breach = queue.quota.quota_breach(used, own)
     if breach is not None:
-        return f"queue {queue.id} would exceed its deserved quota ({breach}{counted})"
+        found = reason(
+            ReasonKind.QUOTA,
+            f"queue {queue.id} would exceed its deserved quota ({breach}{counted})",
+            queue=queue.id,
+            breach=breach,
+        )
+        return found.prefixed("", "", counted=counted.strip()) if counted else found
     return None
 
 
-def admission_breach(state: State, job: Job, tasks: int) -> str | None:
+def admission_breach(state: State, job: Job, tasks: int) -> Reason | None:
     """Why `tasks` more of the job may not run now on quota grounds, or None if they may.
 
     Interactive and non-preemptible jobs run only within deserved quota (Run:AI, KAI): what
@@ -65,7 +77,7 @@ def admission_breach(state: State, job: Job, tasks: int) -> str | None:
         breach = protected_breach(state, job, amount)
         if breach is not None:
             kind = "interactive" if job.interactive else "non-preemptible"
-            return f"{kind} jobs run only within deserved quota: {breach}"
+            return breach.prefixed(f"{kind} jobs run only within deserved quota: ", work=kind)
     return None
 
 

@@ -1,7 +1,8 @@
-"""Decide whether an input event is accepted, given the state; a refusal is a reason (pure)."""
+"""Journal acceptance: whether an input event is accepted, given the state; a refusal is a reason (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import singledispatch
 
 from domain.events import (
@@ -18,27 +19,40 @@ from domain.events import (
     Tick,
 )
 from domain.nodes import heartbeat_refusal
+from domain.plugins import QUEUE_POLICIES
 from domain.quota import UNLIMITED, QuotaSpec
 from domain.resources import RESOURCE_NAMES
 from domain.state import State
 
+DEFAULT_POLICY_KINDS = tuple(QUEUE_POLICIES)
 
-def admit(state: State, event: Event) -> str | None:
-    """None when the event is accepted into the journal, else the reason it is refused."""
-    return _admit(event, state)
+
+def accept(
+    state: State, event: Event, policy_kinds: Collection[str] = DEFAULT_POLICY_KINDS
+) -> str | None:
+    """None when the event is accepted into the journal, else the reason it is refused.
+
+    `policy_kinds` are the registered queue policies (the codec has checked them already;
+    this keeps an unregistered one out of the journal whatever built the event)."""
+    if isinstance(event, QueueConfigured) and event.policy.kind not in policy_kinds:
+        known = ", ".join(policy_kinds)
+        return (
+            f"policy.kind: {event.policy.kind!r} is not a registered queue policy (known: {known})"
+        )
+    return _accept(event, state)
 
 
 @singledispatch
-def _admit(event: Event, state: State) -> str | None:
+def _accept(event: Event, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: Tick, state: State) -> str | None:
     return "Tick records are appended by the scheduler only"
 
 
-@_admit.register
+@_accept.register
 def _(event: QueueConfigured, state: State) -> str | None:
     if event.parent is not None:
         if event.parent not in state.queues:
@@ -96,7 +110,7 @@ def _show(index: int, amount: int) -> str:
     return str(amount)
 
 
-@_admit.register
+@_accept.register
 def _(event: QueueDeleted, state: State) -> str | None:
     queue = state.queues.get(event.queue)
     if queue is None:
@@ -108,12 +122,12 @@ def _(event: QueueDeleted, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: ClusterConfigured, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: JobSubmitted, state: State) -> str | None:
     if event.queue not in state.queues:
         return f"queue {event.queue!r} does not exist"
@@ -122,7 +136,7 @@ def _(event: JobSubmitted, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: JobCancelled, state: State) -> str | None:
     if event.job in state.ended_jobs:
         return f"job {event.job!r} has already ended ({state.ended_jobs[event.job].value})"
@@ -131,7 +145,7 @@ def _(event: JobCancelled, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: NodeHeartbeat, state: State) -> str | None:
     return heartbeat_refusal(state, event)
 
@@ -144,16 +158,16 @@ def _node_report(job: str, node: str, state: State) -> str | None:
     return None
 
 
-@_admit.register
+@_accept.register
 def _(event: JobStarted, state: State) -> str | None:
     return _node_report(event.job, event.node, state)
 
 
-@_admit.register
+@_accept.register
 def _(event: JobFinished, state: State) -> str | None:
     return _node_report(event.job, event.node, state)
 
 
-@_admit.register
+@_accept.register
 def _(event: JobPreempted, state: State) -> str | None:
     return _node_report(event.job, event.node, state)

@@ -1,0 +1,169 @@
+"""Fitting: whether some tasks of a job may run now and on which nodes, or why not (pure).
+
+Checks quota and limits, then asks the placement strategy for nodes; changes nothing. Two
+per-cycle caches keep a round-robin scan over a full cluster cheap without changing any
+decision: shapes known to find no room, and the reason sentence per shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from domain.cycle.framework import Attempt
+from domain.placement import PlacementStrategy, find_placement, largest_free
+from domain.quota_checks import admission_breach, protected_breach
+from domain.reasons import Reason, ReasonKind, reason
+from domain.resources import ZERO, Resources
+from domain.state import Job, JobStatus, State
+
+Selector = tuple[tuple[str, str], ...]
+
+
+class Fitter:
+    """Fits jobs for one cycle; `changes()` is (epoch, frees) of the cycle's statement."""
+
+    def __init__(
+        self,
+        state: State,
+        placement: Callable[[], PlacementStrategy],
+        changes: Callable[[], tuple[int, int]],
+    ) -> None:
+        self._state = state
+        self._placement = placement
+        self._changes = changes
+        # Shapes (selector, per-task request, tasks) that found no room, valid while nothing
+        # was freed: free capacity only shrinks meanwhile, so any job with the same selector
+        # (or none) asking at least as much per task for at least as many tasks cannot fit.
+        self._no_room: dict[Selector, list[tuple[Resources, int]]] = {}
+        self._no_room_frees = -1
+        # The same reason for the same shape while nothing changed.
+        self._reasons: dict[tuple[Selector, Resources, int], tuple[int, Reason]] = {}
+
+    def sizes(self, job: Job) -> list[int]:
+        """Full size first; an elastic job then halves again and again down to min_tasks."""
+        sizes = [job.tasks]
+        while sizes[-1] > job.min_tasks:
+            sizes.append(max(job.min_tasks, sizes[-1] // 2))
+        return sizes
+
+    def fit(self, job: Job, tasks: int) -> Attempt:
+        """Checks quota and limits, then finds nodes, for `tasks` of the job; changes nothing."""
+        breach = admission_breach(self._state, job, tasks) or self._reserved_breach(job, tasks)
+        if breach is not None:
+            return Attempt(reason=breach)
+        if not job.held and self._known_no_room(job, tasks):
+            return Attempt(reason=self._capacity_reason(job, tasks))
+        plan = find_placement(self._state, job, tasks, self._placement())
+        if plan is None:
+            if not job.held:  # what is held for a job widens its room; not a general shape
+                self._remember_no_room(job, tasks)
+            return Attempt(reason=self._capacity_reason(job, tasks))
+        return Attempt(plan=plan, tasks=tasks)
+
+    def _reserved_breach(self, job: Job, tasks: int) -> Reason | None:
+        """Why `tasks` of the job would use quota or limit headroom that a preemption already
+        promised to another job, or None.
+
+        Held room keeps node capacity for a preemptor, but the preemptor must also still pass
+        its quota and limit checks once its victims stop; without this, a job of the same
+        queue placed meanwhile could use that headroom and leave the held room idle."""
+        state = self._state
+        others = [
+            state.jobs[h]
+            for h in sorted(state.holders)
+            if h != job.id and h in state.jobs and state.jobs[h].status is JobStatus.PENDING
+        ]
+        if not others:
+            return None
+        amount = job.per_task * tasks
+        for queue in state.ancestors(job.queue):
+            promised = ZERO
+            for other in others:
+                if any(q.id == queue.id for q in state.ancestors(other.queue)):
+                    promised = promised + sum(other.held.values(), ZERO)
+            if promised.is_zero():
+                continue
+            breach = queue.quota.limit_breach(queue.subtree_allocated + amount + promised)
+            if breach is not None:
+                return reason(
+                    ReasonKind.LIMIT,
+                    f"queue {queue.id} would exceed its limit ({breach}, counting room held for preemptors)",
+                    queue=queue.id,
+                    breach=breach,
+                    held_for_preemptors=1,
+                )
+        if not job.preemptible:
+            promised = ZERO
+            for other in others:
+                if other.queue == job.queue and not other.preemptible:
+                    promised = promised + sum(other.held.values(), ZERO)
+            if not promised.is_zero():
+                quota = protected_breach(state, job, amount + promised)
+                if quota is not None:
+                    return quota.prefixed(
+                        "", ", counting room held for preemptors", held_for_preemptors=1
+                    )
+        return None
+
+    def _known_no_room(self, job: Job, tasks: int) -> bool:
+        frees = self._changes()[1]
+        if self._no_room_frees != frees:
+            self._no_room.clear()
+            self._no_room_frees = frees
+            return False
+        for selector in ((), job.node_selector) if job.node_selector else ((),):
+            for per_task, failed_tasks in self._no_room.get(selector, ()):
+                if failed_tasks <= tasks and per_task.fits_in(job.per_task):
+                    return True
+        return False
+
+    def _remember_no_room(self, job: Job, tasks: int) -> None:
+        shapes = self._no_room.setdefault(job.node_selector, [])
+        # Keep only the smallest shapes: one that the new shape covers says nothing more.
+        shapes[:] = [
+            (per_task, failed_tasks)
+            for per_task, failed_tasks in shapes
+            if not (tasks <= failed_tasks and job.per_task.fits_in(per_task))
+        ]
+        shapes.append((job.per_task, tasks))
+
+    def _capacity_reason(self, job: Job, tasks: int) -> Reason:
+        if job.held and job.awaiting:
+            awaiting = tuple(sorted(job.awaiting))
+            return reason(
+                ReasonKind.PREEMPTING,
+                f"waiting for preempted jobs to stop: {', '.join(awaiting)}",
+                awaiting=awaiting,
+            )
+        key = (job.node_selector, job.per_task, tasks)
+        epoch = self._changes()[0]
+        cached = self._reasons.get(key)
+        if cached is not None and cached[0] == epoch:
+            return cached[1]
+        found = self._no_room_reason(job, tasks)
+        self._reasons[key] = (epoch, found)
+        return found
+
+    def _no_room_reason(self, job: Job, tasks: int) -> Reason:
+        state = self._state
+        largest = largest_free(state)
+        if largest is None:
+            return reason(ReasonKind.CAPACITY, "no live nodes", tasks=tasks)
+        if not job.per_task.fits_in(state.capacity):
+            return reason(
+                ReasonKind.CAPACITY,
+                f"one task ({job.per_task}) is larger than the whole cluster",
+                tasks=tasks,
+                per_task=str(job.per_task),
+            )
+        selector = ""
+        if job.node_selector:
+            selector = " matching " + ",".join(f"{k}={v}" for k, v in job.node_selector)
+        return reason(
+            ReasonKind.CAPACITY,
+            f"no room on nodes{selector} for {tasks} task(s) of {job.per_task} (most free node: {largest})",
+            tasks=tasks,
+            per_task=str(job.per_task),
+            most_free=str(largest),
+            selector=selector.removeprefix(" matching "),
+        )

@@ -1,0 +1,199 @@
+"""The scheduling cycle's plug-in points and the view of the cycle they get (pure).
+
+As in KAI's framework, a cycle opens a session over the state; actions (settle, allocate,
+expand, ...) call only the cycle's operations (`Cycle`); queue policies and preemption rules
+see a small read-only view of it (`CycleView`). Both are protocols, so no plug-in imports
+the concrete session (domain.cycle.session), and the registry (domain.plugins) is the only
+module that names every plug-in. A new policy is a new module and one registry line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, TypeVar
+
+from domain.commands import DispatchReason, Preempt, PreemptReason
+from domain.cycle.statement import Statement
+from domain.placement import PlacementStrategy, Plan
+from domain.reasons import Reason
+from domain.state import Job, Queue, State
+
+T = TypeVar("T")
+
+
+class Verdict(StrEnum):
+    """What a blocked job does to the rest of its queue in this cycle."""
+
+    STOP = "stop"  # nothing behind it is placed
+    SKIP = "skip"  # the next job is tried
+
+
+class Outcome(StrEnum):
+    """What trying a job did."""
+
+    PLACED = "placed"
+    PREEMPTING = "preempting"  # victims told to stop; their resources are held for the job
+    BLOCKED = "blocked"
+
+
+@dataclass
+class Attempt:
+    """What fitting `tasks` of a job found: a plan, or why not."""
+
+    plan: Plan | None = None
+    tasks: int = 0
+    reason: Reason | None = None
+
+
+class CycleView(Protocol):
+    """What queue policies and preemption rules may see of a cycle: the state, read only,
+    the time, how much the cycle has issued and changed so far (for their caches), and a
+    per-cycle memo. `wake_at` only asks for a later cycle."""
+
+    @property
+    def state(self) -> State: ...
+
+    @property
+    def ts(self) -> int: ...
+
+    def version(self) -> tuple[int, int]:
+        """(commands issued, frees seen) in this cycle: both only grow."""
+        ...
+
+    def memo(self, name: str, make: Callable[[], T]) -> T:
+        """A per-cycle value kept under `name` (created by `make` on first use)."""
+        ...
+
+    def wake_at(self, due_ts: int, kind: str, ident: str) -> None:
+        """Asks for a cycle at `due_ts` even if nothing else happens by then."""
+        ...
+
+    def explicit_reasons(self) -> frozenset[str]:
+        """The Preempt reasons of the explicit (PAI) rules registered for this cycle."""
+        ...
+
+
+class QueuePolicy(Protocol):
+    """How a queue orders its pending jobs and what a blocked job does to those behind it.
+
+    `kind` is the policy's name in QueueConfigured.policy.kind; `blocking` and `skipping`
+    say, in a sentence ending before the core's own reason, why a blocked job stops its
+    queue or is skipped (the pending view); `stops_queue_in_view` is False for a policy
+    that never stops its queue (round-robin), so the view can say so."""
+
+    kind: str
+
+    def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
+        """The priority the job is ordered by now; must not rise along a list of equal
+        base priority in submission order (older jobs rank at least as high)."""
+        ...
+
+    def on_blocked(self, job: Job, queue: Queue, cycle: CycleView) -> Verdict: ...
+
+    def skips_in(self, job: Job, queue: Queue, now: int) -> float | None:
+        """Seconds left before the policy skips a job that stops its queue, if it ever does."""
+        ...
+
+    def blocking(self, job: Job, queue: Queue, skip_in_s: float | None) -> str:
+        """Why the blocked job stops its queue: a sentence the core's reason follows."""
+        ...
+
+    def skipping(self, job: Job, queue: Queue) -> str:
+        """Why the blocked job was skipped: a sentence the core's reason follows."""
+        ...
+
+
+class PreemptionRule(Protocol):
+    """One kind of preemption (reclaim, priority, interactive, self-level, child-level).
+
+    `reason` is the Preempt reason it issues; `explains` what it did, for explain;
+    `explicit` marks a PAI rule that dominates fairness (its victims do not reclaim from the
+    preemptor, and fairness rules are not counted when checking for preemption cycles);
+    `fairness` marks a rule that explicit rules override. `applies` says whether the rule
+    may act for this blocked job at all; `admits` filters victims (AND-ed with the universal
+    filters: preemptible, not interactive, no preemption cycles). The shared victim selector
+    (domain.cycle.victims) does the rest."""
+
+    reason: PreemptReason
+    explains: str
+    explicit: bool
+    fairness: bool
+
+    def applies(self, cycle: CycleView, job: Job) -> bool: ...
+
+    def candidate_queues(self, cycle: CycleView, job: Job) -> Iterable[str]:
+        """Queues whose running jobs may be victims (sorted)."""
+        ...
+
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool: ...
+
+    def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
+        """A check over the whole victim set, e.g. reclaim's 'no victim queue below its fair
+        share'; True when the set is acceptable."""
+        ...
+
+
+class Cycle(CycleView, Protocol):
+    """What actions and resolvers may do in a cycle; every change goes through here (and so
+    through the cycle's statement)."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def plugins(self) -> PluginSet: ...
+
+    @property
+    def placed(self) -> list[Job]: ...
+
+    def policy(self, queue: Queue) -> QueuePolicy: ...
+
+    def placement(self) -> PlacementStrategy: ...
+
+    def sizes(self, job: Job) -> list[int]: ...
+
+    def fit(self, job: Job, tasks: int) -> Attempt: ...
+
+    def try_schedule(self, job: Job) -> tuple[Outcome, Reason | None]: ...
+
+    def still_stopping(self, job_id: str) -> bool: ...
+
+    def dispatch(self, job: Job, plan: Plan, reason: DispatchReason | None = None) -> None: ...
+
+    def stop(
+        self,
+        job: Job,
+        reason: PreemptReason,
+        by: str | None = None,
+        requeue: bool = True,
+        nodes: dict[str, int] | None = None,
+        emit: bool = True,
+    ) -> list[Preempt]: ...
+
+    @property
+    def statement(self) -> Statement: ...
+
+
+class Action(Protocol):
+    """A step of the cycle, run in registry order."""
+
+    name: str
+
+    def execute(self, cycle: Cycle) -> None: ...
+
+
+# Another way to make room for a blocked job before preempting anyone (e.g. consolidation).
+Resolver = Callable[[Cycle, Job], Outcome | None]
+
+
+@dataclass(frozen=True)
+class PluginSet:
+    """The plug-ins one cycle runs with (domain.plugins holds the product's defaults)."""
+
+    queue_policies: Mapping[str, QueuePolicy]
+    placements: Mapping[str, PlacementStrategy]
+    preemption_rules: Sequence[PreemptionRule]
+    resolvers: Sequence[Resolver]
+    actions: Sequence[Action]

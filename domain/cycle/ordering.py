@@ -1,0 +1,99 @@
+"""Ordering: which queue is served first and in what order a queue's pending jobs are tried (pure)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from domain.cycle.framework import QueuePolicy
+from domain.fairshare import OWN
+from domain.state import Job, Queue, State
+
+QueueKey = tuple[tuple[float, int, str], ...]
+
+
+def deprivation(allocated: tuple[int, int, int], share: tuple[float, float, float]) -> float:
+    """Allocation relative to fair share, by the most used resource (dominant share).
+
+    A queue with no fair share at all (no entitlement now) ranks after every entitled one,
+    even while it uses nothing: serving it first would hand it idle capacity that an
+    entitled queue then has to reclaim, churn for nothing."""
+    if not any(fair > 0 for fair in share):
+        return float("inf")
+    worst = 0.0
+    for used, fair in zip(allocated, share, strict=True):
+        if used <= 0:
+            continue
+        if fair <= 0:
+            return float("inf")
+        worst = max(worst, used / fair)
+    return worst
+
+
+def queue_key(state: State, queue_id: str) -> QueueKey:
+    """Hierarchical order: most deprived top-level queue first, then down its tree; the
+    queue's own jobs compete with its children as one more child."""
+    path = list(state.ancestors(queue_id))
+    key: list[tuple[float, int, str]] = []
+    for queue in reversed(path):
+        ratio = deprivation(queue.subtree_allocated.as_tuple(), queue.fair_share)
+        key.append((ratio, -queue.priority, queue.id))
+    own = state.queues[queue_id]
+    key.append((deprivation(own.allocated.as_tuple(), own.own_fair_share), 0, OWN))
+    return tuple(key)
+
+
+def pending_in_order(state: State, queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Job]:
+    """The queue's pending jobs in the order they are tried: interactive first, then higher
+    effective priority, then submission order (a requeued job keeps its submission order).
+
+    Lazy: a cycle that stops at the head of a long queue looks at little more than the head.
+    Each (interactive, priority) list is in submission order and a policy's effective priority
+    never rises along it, so a list's keys run from its first job's to its last job's. Lists
+    whose key ranges do not overlap simply follow one another (always so without aging); only
+    overlapping ones are merged job by job.
+    """
+    spans: list[tuple[tuple[int, int], tuple[int, int], bool, list[tuple[int, str]]]] = []
+    for (interactive, _priority), entries in queue.pending.lists():
+        if entries:
+            rank = 0 if interactive else 1
+            first = policy.effective_priority(state.jobs[entries[0][1]], queue, now)
+            last = policy.effective_priority(state.jobs[entries[-1][1]], queue, now)
+            spans.append(((rank, -first), (rank, -last), interactive, entries))
+    spans.sort(key=lambda span: (span[0], span[1]))
+    group: list[tuple[bool, list[tuple[int, str]]]] = []
+    group_end = (0, 0)
+    for start, end, interactive, entries in spans:
+        if group and start > group_end:
+            yield from _merged(state, queue, policy, now, group)
+            group = []
+        group_end = max(group_end, end) if group else end
+        group.append((interactive, entries))
+    if group:
+        yield from _merged(state, queue, policy, now, group)
+
+
+def _merged(
+    state: State,
+    queue: Queue,
+    policy: QueuePolicy,
+    now: int,
+    group: list[tuple[bool, list[tuple[int, str]]]],
+) -> Iterator[Job]:
+    if len(group) == 1:
+        for _, job_id in group[0][1]:
+            yield state.jobs[job_id]
+        return
+    streams = []
+    for interactive, entries in group:
+
+        def keyed(
+            entries: list[tuple[int, str]] = entries, interactive: bool = interactive
+        ) -> Iterator[tuple[tuple[int, int, int], str]]:
+            for order, job_id in entries:
+                rank = policy.effective_priority(state.jobs[job_id], queue, now)
+                yield (0 if interactive else 1, -rank, order), job_id
+
+        streams.append(keyed())
+    for _, job_id in heapq.merge(*streams):
+        yield state.jobs[job_id]

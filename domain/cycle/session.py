@@ -1,0 +1,209 @@
+"""A scheduling cycle's session: plug-in lookup, trying a job, dispatch and stop (pure).
+
+One session per cycle, at journal position `seq` and time `ts`. Actions call only its
+operations (the `Cycle` protocol of domain.cycle.framework); every change it makes to State
+goes through its statement, whose `commit` hands out the cycle's commands at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from domain.commands import Dispatch, DispatchReason, NodeCommand, Preempt, PreemptReason
+from domain.cycle.fitting import Fitter
+from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
+from domain.cycle.statement import Statement
+from domain.cycle.victims import VictimSearch
+from domain.nodes import dispatch_details
+from domain.placement import PlacementStrategy, Plan
+from domain.quota_checks import within_quota
+from domain.reasons import Reason
+from domain.state import Job, JobStatus, Queue, State
+
+T = TypeVar("T")
+
+
+class Session:
+    """One cycle over the state: implements domain.cycle.framework.Cycle."""
+
+    def __init__(self, state: State, plugins: PluginSet, seq: int, ts: int) -> None:
+        self._state = state
+        self._plugins = plugins
+        self._seq = seq
+        self._ts = ts
+        self._statement = Statement(state)
+        self._placed: list[Job] = []  # leave pending lists after the allocate action
+        self._dispatched_now: set[str] = set()  # never victims in the same cycle
+        self._memo: dict[str, object] = {}  # per-cycle caches of plug-ins, by plug-in name
+        self._fitter = Fitter(state, self.placement, self._changes)
+        self._victims = VictimSearch(self, self._dispatched_now)
+        self._explicit = frozenset(r.reason for r in plugins.preemption_rules if r.explicit)
+
+    # -- the view policies and rules get ---------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def ts(self) -> int:
+        return self._ts
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    @property
+    def plugins(self) -> PluginSet:
+        return self._plugins
+
+    @property
+    def statement(self) -> Statement:
+        return self._statement
+
+    @property
+    def placed(self) -> list[Job]:
+        return self._placed
+
+    def version(self) -> tuple[int, int]:
+        return (self._statement.emitted, self._statement.frees)
+
+    def _changes(self) -> tuple[int, int]:
+        return (self._statement.epoch, self._statement.frees)
+
+    def memo(self, name: str, make: Callable[[], T]) -> T:
+        if name not in self._memo:
+            self._memo[name] = make()
+        return self._memo[name]  # type: ignore[return-value]
+
+    def wake_at(self, due_ts: int, kind: str, ident: str) -> None:
+        self._statement.add_timer(due_ts, kind, ident)
+
+    def explicit_reasons(self) -> frozenset[str]:
+        return self._explicit
+
+    def commit(self) -> list[NodeCommand]:
+        """The cycle's commands (the statement's commit)."""
+        return self._statement.commit()
+
+    # -- plug-ins --------------------------------------------------------------------------
+
+    def policy(self, queue: Queue) -> QueuePolicy:
+        return self._plugins.queue_policies[queue.policy.kind]
+
+    def placement(self) -> PlacementStrategy:
+        return self._plugins.placements[self._state.cluster.placement]
+
+    # -- trying a job ----------------------------------------------------------------------
+
+    def sizes(self, job: Job) -> list[int]:
+        return self._fitter.sizes(job)
+
+    def fit(self, job: Job, tasks: int) -> Attempt:
+        return self._fitter.fit(job, tasks)
+
+    def try_schedule(self, job: Job) -> tuple[Outcome, Reason | None]:
+        """Places the job now, or starts a preemption for it, or says why it is blocked."""
+        if job.awaiting:
+            awaiting = {v for v in job.awaiting if self.still_stopping(v)}
+            self._statement.set(job, "awaiting", awaiting)
+        first_reason: Reason | None = None
+        for tasks in self.sizes(job):
+            attempt = self.fit(job, tasks)
+            if attempt.plan is not None:
+                self.dispatch(job, attempt.plan)
+                return Outcome.PLACED, None
+            first_reason = first_reason or attempt.reason
+        if job.awaiting:
+            return Outcome.PREEMPTING, first_reason
+        if job.held:
+            self._statement.drop_holds(job)  # the victims are gone yet it still does not fit
+        for resolver in self._plugins.resolvers:
+            outcome = resolver(self, job)
+            if outcome is not None:
+                return outcome, first_reason
+        for rule in self._plugins.preemption_rules:
+            if rule.applies(self, job) and self.preempt_for(job, rule):
+                return Outcome.PREEMPTING, first_reason
+        return Outcome.BLOCKED, first_reason
+
+    def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
+        return self._victims.preempt_for(job, rule)
+
+    def still_stopping(self, job_id: str) -> bool:
+        victim = self._state.jobs.get(job_id)
+        return victim is not None and bool(victim.stopping)
+
+    # -- commands --------------------------------------------------------------------------
+
+    def dispatch(self, job: Job, plan: Plan, reason: DispatchReason | None = None) -> None:
+        """Places the job's tasks, emits one Dispatch per node, and leaves pending."""
+        statement = self._statement
+        tasks = sum(plan.values())
+        # Non-preemptible work (interactive included) is admitted only within deserved quota,
+        # counted over the queue's non-preemptible work: it always runs on quota.
+        in_quota = not job.preemptible or within_quota(self._state, job, tasks)
+        statement.drop_holds(job)
+        if job.awaiting:
+            statement.set(job, "awaiting", set())
+        if job.status is JobStatus.PENDING:
+            statement.set(job, "attempt", job.attempt + 1)
+            statement.set(job, "status", JobStatus.RUNNING)
+            self._placed.append(job)
+        self._dispatched_now.add(job.id)
+        for node_id in sorted(plan):
+            statement.place(job, node_id, plan[node_id])
+        why: DispatchReason = reason or ("quota" if in_quota else "over_quota")
+        statement.emit(
+            Dispatch(
+                job=job.id,
+                node=node_id,
+                tasks=plan[node_id],
+                resources=job.per_task.to_wire(),
+                attempt=job.attempt,
+                seq=self._seq,
+                ts=self._ts,
+                reason=why,
+                **dispatch_details(self._state, job, node_id),
+            )
+            for node_id in sorted(plan)
+        )
+
+    def stop(
+        self,
+        job: Job,
+        reason: PreemptReason,
+        by: str | None = None,
+        requeue: bool = True,
+        nodes: dict[str, int] | None = None,
+        emit: bool = True,
+    ) -> list[Preempt]:
+        """Tells agents to stop the job's tasks (all, or `nodes`); resources stay taken until
+        each agent reports JobPreempted. With `emit=False` the commands are returned for the
+        caller to emit in its own order."""
+        statement = self._statement
+        targets = dict(job.placements) if nodes is None else nodes
+        commands: list[Preempt] = []
+        for node_id in sorted(targets):
+            tasks = targets[node_id]
+            statement.begin_stop(job, node_id, tasks, requeue)
+            commands.append(
+                Preempt(
+                    job=job.id,
+                    node=node_id,
+                    tasks=tasks,
+                    attempt=job.attempt,
+                    seq=self._seq,
+                    ts=self._ts,
+                    reason=reason,
+                    by=by,
+                )
+            )
+        if not job.placements:
+            statement.set(job, "status", JobStatus.STOPPING if requeue else JobStatus.CANCELLING)
+        if by is not None:
+            statement.set(job, "displaced_by", {**job.displaced_by, by: reason})
+        if emit:
+            statement.emit(commands)
+        return commands

@@ -1,0 +1,250 @@
+"""The cycle's statement: every change a cycle makes to State, undoable to a checkpoint (pure).
+
+As KAI's statement: tentative placements and evictions are tried, checked, and rolled back
+when they do not let a job run. A cycle has one statement; a rollback restores State
+exactly as it was at the checkpoint (placement order, aggregates, `state.freed`, the node
+index and its version, `needs_cycle`), so nothing downstream depends on every reader sorting.
+Commands are emitted into the statement too and handed out by `commit` at the end of the
+cycle; a rollback drops the commands emitted after its checkpoint.
+
+Undo is recorded only while a checkpoint is open, so committed work costs nothing extra.
+Operations that cannot be undone (a node lost, a job requeued or ended) refuse to run inside
+a checkpoint: tentative work never does them.
+
+Caches key on `epoch` (bumped by every change to who holds what on which node: placements,
+stops, holds, lost nodes) and `frees` (bumped whenever free capacity may have grown), which
+only grow, and a rollback bumps both: keying on `state.freed` or the node index version,
+which a rollback restores, could revive what was derived from a tentative state. Setting a
+job's or queue's fields and emitting commands change neither.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from domain.commands import NodeCommand
+from domain.resources import Resources
+from domain.state import Job, State
+
+Undo = Callable[[], None]
+V = TypeVar("V")
+
+
+class Statement:
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._undo: list[Undo] = []
+        self._marks: list[tuple[int, int]] = []  # (undo length, commands length) per checkpoint
+        self._commands: list[NodeCommand] = []
+        self.epoch = 0  # bumped by every change to nodes' allocations and holds, and rollback
+        self.frees = 0  # bumped whenever free capacity may have grown (and on every rollback)
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def checkpoint(self) -> int:
+        """Opens a checkpoint: what follows can be rolled back to here."""
+        self._marks.append((len(self._undo), len(self._commands)))
+        return len(self._marks) - 1
+
+    def rollback(self, checkpoint: int) -> None:
+        """Undoes everything since `checkpoint` (and closes it and any inner one)."""
+        self._open(checkpoint)
+        undo_mark, command_mark = self._marks[checkpoint]
+        while len(self._undo) > undo_mark:
+            self._undo.pop()()
+        del self._commands[command_mark:]
+        del self._marks[checkpoint:]
+        self.epoch += 1
+        self.frees += 1
+
+    def accept(self, checkpoint: int) -> None:
+        """Keeps what was done since `checkpoint` (an enclosing checkpoint may still undo it)."""
+        self._open(checkpoint)
+        del self._marks[checkpoint:]
+        if not self._marks:
+            self._undo.clear()
+
+    def commit(self) -> list[NodeCommand]:
+        """The cycle's commands, in the order they were emitted; the statement starts afresh."""
+        if self._marks:
+            raise RuntimeError("commit with a checkpoint still open")
+        commands, self._commands = self._commands, []
+        return commands
+
+    @property
+    def emitted(self) -> int:
+        """How many commands the cycle has emitted so far."""
+        return len(self._commands)
+
+    def emit(self, commands: Iterable[NodeCommand]) -> None:
+        self._commands.extend(commands)
+
+    # -- undoable changes -----------------------------------------------------------------
+
+    def place(self, job: Job, node_id: str, tasks: int) -> None:
+        self._record(job, (node_id,))
+        self._state.place(job, node_id, tasks)
+        self.epoch += 1
+
+    def unplace(self, job: Job, node_id: str, tasks: int) -> None:
+        self._record(job, (node_id,))
+        self._state.unplace(job, node_id, tasks)
+        self._freed()
+
+    def begin_stop(self, job: Job, node_id: str, tasks: int, requeue: bool) -> None:
+        self._record(job, (node_id,))
+        self._state.begin_stop(job, node_id, tasks, requeue)
+        self.epoch += 1
+
+    def hold(self, job: Job, node_id: str, amount: Resources) -> None:
+        self._record(job, (node_id,))
+        self._state.hold(job, node_id, amount)
+        self.epoch += 1
+
+    def drop_holds(self, job: Job) -> None:
+        held = bool(job.held)
+        self._record(job, sorted(job.held))
+        self._state.drop_holds(job)
+        if held:
+            self._freed()
+
+    def set(self, target: object, name: str, value: object) -> None:
+        """Sets one field of a job or queue (status, attempt, awaiting, reasons, ...)."""
+        if self._marks:
+            old = getattr(target, name)
+            self._undo.append(lambda: setattr(target, name, old))
+        setattr(target, name, value)
+
+    # -- changes that are never tentative -------------------------------------------------
+
+    def release(self, job: Job, node_id: str, tasks: int) -> None:
+        self._final()
+        self._state.release(job, node_id, tasks)
+        self._freed()
+
+    def lose_tasks(self, job: Job, node_id: str, placed: bool, stopping: bool) -> int:
+        self._final()
+        lost = self._state.lose_tasks(job, node_id, placed, stopping)
+        if lost:
+            self._freed()
+        return lost
+
+    def after_tasks_gone(self, job: Job) -> None:
+        self._final()
+        self._state.after_tasks_gone(job)
+        self._freed()
+
+    def dequeue(self, job: Job) -> None:
+        self._final()
+        self._state.dequeue(job)
+
+    def lose_node(self, node_id: str) -> None:
+        """The node is gone: its capacity leaves the cluster (its tasks were released)."""
+        self._final()
+        state = self._state
+        node = state.nodes[node_id]
+        node.lost = True
+        state.capacity = state.capacity - node.capacity
+        state.node_index.discard(node_id)
+        state.fair_share_stale = True
+        self.epoch += 1
+
+    def add_timer(self, due_ts: int, kind: str, ident: str) -> None:
+        self._state.add_timer(due_ts, kind, ident)  # a wake-up only: keeping it is harmless
+
+    def pop_due_timers(self, now: int) -> None:
+        self._final()
+        self._state.pop_due_timers(now)
+
+    def pop_heartbeat_expiry(self, now: int) -> list[str]:
+        """The nodes whose heartbeat deadline (as last pushed) is due, in deadline order."""
+        self._final()
+        expiry = self._state.heartbeat_expiry
+        due = []
+        while expiry and expiry[0][0] <= now:
+            due.append(heapq.heappop(expiry)[1])
+        return due
+
+    def forget_elastic(self, job_id: str) -> None:
+        """Prunes a job that no longer runs from the elastic jobs the expand action visits."""
+        self._final()
+        self._state.elastic_placed.discard(job_id)
+
+    # -- undo -----------------------------------------------------------------------------
+
+    def _freed(self) -> None:
+        self.epoch += 1
+        self.frees += 1
+
+    def _open(self, checkpoint: int) -> None:
+        if not 0 <= checkpoint < len(self._marks):
+            raise RuntimeError(f"checkpoint {checkpoint} is not open")
+
+    def _final(self) -> None:
+        if self._marks:
+            raise RuntimeError("not undoable, so never done inside a checkpoint")
+
+    def _record(self, job: Job, node_ids: Iterable[str]) -> None:
+        """Remembers everything a change to the job on these nodes may touch."""
+        if self._marks:
+            self._undo.append(_memento(self._state, job, node_ids))
+
+
+def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
+    placements, stopping, held = dict(job.placements), dict(job.stopping), dict(job.held)
+    nodes = [
+        (node, node.allocated, node.held, node.stopping, dict(node.jobs))
+        for node in (state.nodes[n] for n in node_ids if n in state.nodes)
+    ]
+    queues = [
+        (
+            queue,
+            queue.allocated,
+            queue.subtree_allocated,
+            queue.protected,
+            queue.stopping,
+            queue.held,
+            job.id in queue.running,
+        )
+        for queue in state.ancestors(job.queue)
+    ]
+    freed, needs_cycle, version = state.freed, state.needs_cycle, state.node_index.version
+    elastic, holder = job.id in state.elastic_placed, job.id in state.holders
+
+    def undo() -> None:
+        _refill(job.placements, placements)
+        _refill(job.stopping, stopping)
+        _refill(job.held, held)
+        for queue, allocated, subtree, protected, stopping_, held_, running in queues:
+            queue.allocated, queue.subtree_allocated, queue.protected = (
+                allocated,
+                subtree,
+                protected,
+            )
+            queue.stopping, queue.held = stopping_, held_
+            _member(queue.running, job.id, running)
+        _member(state.elastic_placed, job.id, elastic)
+        _member(state.holders, job.id, holder)
+        for node, allocated, node_held, node_stopping, jobs in nodes:
+            node.allocated, node.held, node.stopping = allocated, node_held, node_stopping
+            _refill(node.jobs, jobs)
+            state.node_index.update(node)
+        state.freed, state.needs_cycle, state.node_index.version = freed, needs_cycle, version
+
+    return undo
+
+
+def _refill(target: dict[str, V], saved: dict[str, V]) -> None:
+    """Restores a dict's items and their order, keeping the dict itself."""
+    if list(target.items()) != list(saved.items()):
+        target.clear()
+        target.update(saved)
+
+
+def _member(target: set[str], item: str, present: bool) -> None:
+    if present:
+        target.add(item)
+    else:
+        target.discard(item)

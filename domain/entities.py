@@ -1,0 +1,128 @@
+"""The state's entities: jobs, their stops, and nodes, with values derived from them (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from domain.events import JobSubmitted
+from domain.reasons import Reason
+from domain.resources import ZERO, Resources
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"  # dispatched on one or more nodes (started or not yet)
+    STOPPING = "stopping"  # every remaining placement is being preempted; requeued after
+    CANCELLING = "cancelling"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+@dataclass(slots=True)
+class Stopping:
+    """Tasks of one attempt on one node that an agent has been told to stop."""
+
+    attempt: int
+    tasks: int
+    requeue: bool  # False when the job is being cancelled or shrunk
+
+
+@dataclass(slots=True)
+class Job:
+    id: str
+    queue: str
+    priority: int
+    module: str
+    interactive: bool
+    preemptible: bool
+    tasks: int
+    min_tasks: int
+    per_task: Resources
+    node_selector: tuple[tuple[str, str], ...]
+    order: int  # submission sequence: the journal seq of JobSubmitted; the place in queue
+    submitted_ts: int
+    spec: JobSubmitted
+    status: JobStatus = JobStatus.PENDING
+    attempt: int = 0
+    placements: dict[str, int] = field(default_factory=dict)  # node -> tasks of this attempt
+    stopping: dict[str, Stopping] = field(default_factory=dict)  # node -> tasks being stopped
+    started_ts: int | None = None
+    started_nodes: set[str] = field(default_factory=set)
+    blocked_since: int | None = None
+    pending_reason: Reason | None = None  # why the last cycle that tried it could not place it
+    held: dict[str, Resources] = field(default_factory=dict)  # freed for it by a preemption
+    awaiting: set[str] = field(default_factory=set)  # victims still stopping for it
+    displaced_by: dict[str, str] = field(default_factory=dict)  # job -> rule that displaced us
+    failed_on: str | None = None  # the first node that reported this job failed
+    finishing: bool = False  # some tasks of this attempt ended on their own: it no longer grows
+
+    @property
+    def placed_tasks(self) -> int:
+        return sum(self.placements.values())
+
+    @property
+    def request(self) -> Resources:
+        """What the whole job asks for at full size."""
+        return self.per_task * self.tasks
+
+    @property
+    def allocation(self) -> Resources:
+        tasks = self.placed_tasks + sum(stop.tasks for stop in self.stopping.values())
+        return self.per_task * tasks
+
+    @property
+    def is_elastic(self) -> bool:
+        return self.min_tasks < self.tasks
+
+    def pending_key(self) -> tuple[int, str]:
+        return (self.order, self.id)
+
+
+@dataclass(slots=True)
+class Node:
+    id: str
+    capacity: Resources
+    labels: dict[str, str]
+    last_heartbeat_ts: int
+    allocated: Resources = ZERO  # includes tasks told to stop until their agent says so
+    held: Resources = ZERO  # kept for preemptors
+    stopping: Resources = ZERO  # the part of `allocated` whose tasks are being stopped
+    lost: bool = False
+    jobs: dict[str, int] = field(default_factory=dict)  # job -> tasks (placed or stopping)
+    instance: str | None = None  # the agent that holds the node, when it names itself
+    incarnation: int = 0  # that agent's start count (0: not given)
+
+    @property
+    def free(self) -> Resources:
+        """What a job with nothing held here may use now."""
+        return self.free_for(ZERO)
+
+    def free_for(self, own_hold: Resources) -> Resources:
+        """What a job holding `own_hold` here may use now.
+
+        Room held for preemptors is carved first out of what stopping tasks will free, so
+        that capacity is not counted twice (once as still allocated to the stopping victim,
+        once as held): only the part of other jobs' holds that stopping tasks do not cover
+        is taken from what is free now.
+        """
+        held, stopping, capacity, allocated = (
+            self.held,
+            self.stopping,
+            self.capacity,
+            self.allocated,
+        )
+        return Resources(
+            capacity.gpu - allocated.gpu - max(0, held.gpu - own_hold.gpu - stopping.gpu),
+            capacity.cpu - allocated.cpu - max(0, held.cpu - own_hold.cpu - stopping.cpu),
+            capacity.memory
+            - allocated.memory
+            - max(0, held.memory - own_hold.memory - stopping.memory),
+        )
+
+    def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
+        return all(self.labels.get(key) == value for key, value in selector)

@@ -1,0 +1,116 @@
+"""Indexes that keep a cycle cheap: pending jobs by (interactive, priority), live nodes by free room (pure)."""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator
+
+from domain.entities import Job, Node
+from domain.resources import Resources
+
+
+class PendingIndex:
+    """A queue's pending jobs, one list per (interactive, priority) sorted by submission order.
+
+    Iteration merges the lists lazily by the policy's effective priority, so a cycle that only
+    looks at the head of a long queue costs little. Within one list effective priority never
+    rises along the list (older jobs have aged at least as much), which keeps the merge exact.
+    """
+
+    __slots__ = ("_lists", "_size")
+
+    def __init__(self) -> None:
+        self._lists: dict[tuple[bool, int], list[tuple[int, str]]] = {}
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, job: Job) -> None:
+        bisect.insort(
+            self._lists.setdefault((job.interactive, job.priority), []), job.pending_key()
+        )
+        self._size += 1
+
+    def remove(self, job: Job) -> None:
+        entries = self._lists[(job.interactive, job.priority)]
+        key = job.pending_key()
+        index = bisect.bisect_left(entries, key)
+        if index < len(entries) and entries[index] == key:
+            del entries[index]
+            self._size -= 1
+
+    def lists(self) -> list[tuple[tuple[bool, int], list[tuple[int, str]]]]:
+        return sorted(self._lists.items())
+
+    def job_ids(self) -> Iterator[str]:
+        """Every pending job id, in submission order (for views and tests, not the cycle)."""
+        for _, job_id in heapq.merge(*(entries for _, entries in self.lists())):
+            yield job_id
+
+
+class NodeIndex:
+    """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
+
+    __slots__ = ("_entries", "_free", "_keys", "version")
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[int, int, int, str]] = []
+        self._keys: dict[str, tuple[int, int, int, str]] = {}
+        self._free = [0, 0, 0]  # sum over live nodes of their free capacity, each at least 0
+        self.version = 0  # bumped on every change, so a cycle can reuse what it derived
+
+    @property
+    def free_total(self) -> Resources:
+        """What all live nodes have free, each node counted at zero or more."""
+        return Resources(self._free[0], self._free[1], self._free[2])
+
+    def _count(self, key: tuple[int, int, int, str], sign: int) -> None:
+        gpu, cpu, memory, _ = key
+        self._free[0] += sign * max(0, gpu)
+        self._free[1] += sign * max(0, cpu)
+        self._free[2] += sign * max(0, memory)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def update(self, node: Node) -> None:
+        """Re-files the node by its free capacity (drops it if lost). A node already indexed
+        keeps its place in `_keys`, so undoing a change restores the index exactly."""
+        if node.lost:
+            self.discard(node.id)
+            self.version += 1
+            return
+        self._unfile(node.id)
+        self.version += 1
+        free = node.free
+        key = (free.gpu, free.cpu, free.memory, node.id)
+        bisect.insort(self._entries, key)
+        self._keys[node.id] = key
+        self._count(key, 1)
+
+    def discard(self, node_id: str) -> None:
+        if self._unfile(node_id):
+            del self._keys[node_id]
+
+    def _unfile(self, node_id: str) -> bool:
+        key = self._keys.get(node_id)
+        if key is None:
+            return False
+        self.version += 1
+        index = bisect.bisect_left(self._entries, key)
+        del self._entries[index]
+        self._count(key, -1)
+        return True
+
+    def fullest_first(self, at_least_gpu: int) -> Iterator[str]:
+        """Nodes with at least `at_least_gpu` free, fullest (least free gpu) first."""
+        start = bisect.bisect_left(self._entries, (at_least_gpu,))
+        for index in range(start, len(self._entries)):
+            yield self._entries[index][3]
+
+    def emptiest_first(self, at_least_gpu: int) -> Iterator[str]:
+        stop = bisect.bisect_left(self._entries, (at_least_gpu,))
+        for index in range(len(self._entries) - 1, stop - 1, -1):
+            yield self._entries[index][3]

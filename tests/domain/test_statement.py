@@ -1,0 +1,198 @@
+"""The cycle's statement: a failed victim search leaves State exactly as it found it, and
+rolled-back work emits nothing (hypothesis over generated clusters)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable
+from enum import Enum
+from typing import Any
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from domain import fairshare
+from domain.cycle.framework import CycleView
+from domain.cycle.session import Session
+from domain.decider import apply
+from domain.indexes import NodeIndex, PendingIndex
+from domain.plugins import Plugins
+from domain.state import Job, State
+from tests.domain.harness import Cluster, job, node, queue
+
+
+def canonical(value: Any) -> Any:
+    """Everything a value holds, order included: dicts as item lists in insertion order
+    (placement order counts), sets sorted, slotted classes field by field."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f.name, canonical(getattr(value, f.name))) for f in dataclasses.fields(value)]
+    if isinstance(value, NodeIndex | PendingIndex):
+        return [(name, canonical(getattr(value, name))) for name in type(value).__slots__]
+    if isinstance(value, dict):
+        return [(canonical(k), canonical(v)) for k, v in value.items()]
+    if isinstance(value, set | frozenset):
+        return sorted(canonical(item) for item in value)
+    if isinstance(value, list | tuple):
+        return [canonical(item) for item in value]
+    return value
+
+
+class NeverEnough:
+    """A test rule that takes any lower-priority running job as a victim and never accepts the
+    set: every search tries all its victims tentatively, then fails."""
+
+    reason = "priority"
+    explains = "never: a test rule"
+    explicit = False
+    fairness = False
+
+    def __init__(self) -> None:
+        self.checked = 0
+
+    def applies(self, cycle: CycleView, job: Job) -> bool:
+        return True
+
+    def candidate_queues(self, cycle: CycleView, job: Job) -> Iterable[str]:
+        return sorted(cycle.state.queues)
+
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
+        return victim.priority < job.priority
+
+    def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
+        self.checked += 1
+        return False
+
+
+running_jobs = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),  # queue
+        st.integers(1, 4),  # gpu per task
+        st.integers(1, 3),  # tasks
+        st.booleans(),  # elastic (min_tasks 1)
+        st.integers(1, 8),  # priority
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(1, 4), running=running_jobs, gpu=st.integers(1, 8))
+def test_a_failed_search_leaves_state_exactly_as_it_found_it(
+    nodes: int, running: list[tuple[str, int, int, bool, int]], gpu: int
+) -> None:
+    rule = NeverEnough()
+    plugins = Plugins(preemption_rules=[rule], resolvers=[])
+    cluster = Cluster(Plugins(preemption_rules=[], resolvers=[]))
+    cluster.given(
+        0,
+        queue("a", gpu_quota=8),
+        queue("b", gpu_quota=8),
+        *[node(f"n{i}", gpu=8) for i in range(nodes)],
+    )
+    for index, (queue_id, per_task, tasks, elastic, priority) in enumerate(running):
+        extra = {"min_tasks": 1} if elastic and tasks > 1 else {}
+        cluster.given(
+            1 + index,
+            job(f"r{index}", queue_id, gpu=per_task, tasks=tasks, priority=priority, **extra),
+        )
+    # The preemptor is folded without a cycle, so the search below is the first to try it.
+    ts = 100
+    apply(cluster.state, job("big", "a", gpu=gpu, tasks=nodes, priority=9), cluster.seq + 1, ts)
+    fairshare.recompute(cluster.state)
+    state: State = cluster.state
+    before = copy.deepcopy(state)
+    session = Session(state, plugins, cluster.seq + 1, ts)
+
+    assert not session.preempt_for(state.jobs["big"], rule)
+
+    assert canonical(state) == canonical(before)
+    assert session.commit() == []
+    event("victims taken tentatively" if rule.checked else "no victim set to check")
+    if rule.checked:  # the search did take victims tentatively, then rolled them back
+        assert session.statement.frees > 0
+
+
+def test_the_property_above_reaches_tentative_work() -> None:
+    """One fixed case of the property that certainly takes and returns victims."""
+    rule = NeverEnough()
+    cluster = Cluster(Plugins(preemption_rules=[], resolvers=[]))
+    cluster.given(0, queue("a", gpu_quota=8), node("n0", gpu=8), node("n1", gpu=8))
+    cluster.given(1, job("r0", "a", gpu=4, tasks=4, min_tasks=1), job("r1", "a", gpu=8))
+    apply(cluster.state, job("big", "a", gpu=8, tasks=2, priority=9), cluster.seq + 1, 100)
+    fairshare.recompute(cluster.state)
+    before = copy.deepcopy(cluster.state)
+    session = Session(cluster.state, Plugins(preemption_rules=[rule]), cluster.seq + 1, 100)
+    assert not session.preempt_for(cluster.state.jobs["big"], rule)
+    assert rule.checked > 0
+    assert canonical(cluster.state) == canonical(before)
+
+
+def test_rollback_drops_the_commands_emitted_since_its_checkpoint_and_commit_hands_out_the_rest() -> (
+    None
+):
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n0", gpu=8))
+    apply(cluster.state, job("x", "a", gpu=2), cluster.seq + 1, 5)
+    apply(cluster.state, job("y", "a", gpu=2), cluster.seq + 2, 5)
+    fairshare.recompute(cluster.state)
+    session = Session(cluster.state, Plugins(), cluster.seq + 2, 5)
+    x, y = cluster.state.jobs["x"], cluster.state.jobs["y"]
+    session.dispatch(x, {"n0": 1})
+    outer = session.statement.checkpoint()
+    before = copy.deepcopy(cluster.state)
+    session.dispatch(y, {"n0": 1})
+    inner = session.statement.checkpoint()
+    session.stop(x, "priority", by="y")
+    session.statement.rollback(inner)  # the stop is gone, y's dispatch stays
+    assert session.statement.emitted == 2
+    session.statement.rollback(outer)  # and now y's dispatch too
+    assert canonical(cluster.state) == canonical(before)
+    with pytest.raises(RuntimeError):
+        session.statement.rollback(outer)  # a checkpoint is closed by its rollback
+    assert [(c.type, c.job) for c in session.commit()] == [("Dispatch", "x")]
+
+
+def test_what_is_never_tentative_refuses_to_run_inside_a_checkpoint() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8), node("n0", gpu=8))
+    session = Session(cluster.state, Plugins(), cluster.seq, 1)
+    session.statement.checkpoint()
+    with pytest.raises(RuntimeError, match="never done inside a checkpoint"):
+        session.statement.lose_node("n0")
+    with pytest.raises(RuntimeError, match="checkpoint still open"):
+        session.commit()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 4), min_size=2, max_size=10),
+    nodes=st.integers(2, 4),
+    gpu=st.integers(2, 8),
+)
+def test_planning_consolidation_moves_leaves_state_exactly_as_it_found_it(
+    sizes: list[int], nodes: int, gpu: int
+) -> None:
+    """Consolidation tries moves in nested checkpoints and rolls every one back before it
+    decides anything: planning alone changes nothing."""
+    from domain.actions.consolidate import plan_moves
+
+    cluster = Cluster(Plugins(preemption_rules=[], resolvers=[]))
+    cluster.given(0, queue("a", gpu_quota=32), *[node(f"n{i}", gpu=8) for i in range(nodes)])
+    for index, size in enumerate(sizes):
+        cluster.given(1 + index, job(f"r{index}", "a", gpu=size))
+    apply(cluster.state, job("big", "a", gpu=gpu), cluster.seq + 1, 100)
+    fairshare.recompute(cluster.state)
+    before = copy.deepcopy(cluster.state)
+    session = Session(cluster.state, Plugins(), cluster.seq + 1, 100)
+    found = plan_moves(session, cluster.state.jobs["big"], 1)
+    event("moves found" if found else "no moves")
+    assert canonical(cluster.state) == canonical(before)
+    assert session.commit() == []
