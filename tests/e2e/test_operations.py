@@ -262,6 +262,9 @@ async def test_dashboard_in_headless_chromium(cluster: Cluster, tmp_path: Path) 
             "Chromium is not installed (apt-get install -y chromium; scripts/test does it as root)"
         )
     url = f"http://127.0.0.1:{cluster.projections_port}/"
+    # Screenshots go under pytest's temporary directory, or $QUOTAFLOW_SCREENSHOTS (never git).
+    shots = Path(os.environ.get("QUOTAFLOW_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
     async with headless(tmp_path / "chromium-profile") as page:
         await page.goto(url)
         shown = await _until_page(
@@ -286,7 +289,7 @@ async def test_dashboard_in_headless_chromium(cluster: Cluster, tmp_path: Path) 
             assert job in shown["running"]
         assert "node-1" in shown["nodes"]
         assert "ok" in shown["status"]
-        overview = await page.screenshot(tmp_path / "dashboard.png")
+        overview = await page.screenshot(shots / "dashboard.png")
 
         await page.goto(url + "#/job/b-2")
         job = await _until_page(
@@ -296,7 +299,7 @@ async def test_dashboard_in_headless_chromium(cluster: Cluster, tmp_path: Path) 
             lambda v: "pending" in v["summary"],
         )
         assert "submitted" in job["timeline"]
-        job_page = await page.screenshot(tmp_path / "dashboard-job.png")
+        job_page = await page.screenshot(shots / "dashboard-job.png")
     print(f"\ndashboard screenshots: {overview} {job_page}")
 
 
