@@ -161,13 +161,16 @@ function drawUsage(usage, queues) {
     plot.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#6b7280" }, "no usage yet"));
     return;
   }
-  const t0 = Math.min(...starts), t1 = Math.max(now, t0 + 1000);
+  // From the first moment the cluster had GPUs: the empty start-up is not worth the width.
+  const firstCapacity = cluster.find((p) => p.capacity.gpu > 0);
+  const t0 = firstCapacity ? firstCapacity.ts : Math.min(...starts), t1 = Math.max(now, t0 + 1000);
   const capMax = Math.max(1, ...cluster.map((p) => p.capacity.gpu));
   const x = (t) => L + ((W - L - R) * (t - t0)) / (t1 - t0);
   const y = (v) => H - B - ((H - T - B) * v) / capMax;
   const valueAt = (points, t) => { let v = 0; for (const p of points) { if (p.ts > t) break; v = p.allocated.gpu; } return v; };
+  const clampT = (t) => Math.max(t0, t);
   // Change points of every series: the stacked areas step at each of them.
-  const times = [...new Set([t0, t1, ...series.flatMap((s) => s.points.map((p) => p.ts))])].sort((a, b) => a - b);
+  const times = [...new Set([t0, t1, ...series.flatMap((s) => s.points.map((p) => clampT(p.ts)))])].sort((a, b) => a - b);
   for (let g = 0; g <= 4; g++) {
     const v = (capMax * g) / 4;
     plot.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#e5e7eb" }));
@@ -197,7 +200,8 @@ function drawUsage(usage, queues) {
     let d = "";
     cluster.forEach((p, k) => {
       const tNext = k + 1 < cluster.length ? cluster[k + 1].ts : t1;
-      d += `${k ? "L" : "M"}${x(p.ts)},${y(p.capacity.gpu)}L${x(tNext)},${y(p.capacity.gpu)}`;
+      if (tNext < t0) return;
+      d += `${d ? "L" : "M"}${x(clampT(p.ts))},${y(p.capacity.gpu)}L${x(tNext)},${y(p.capacity.gpu)}`;
     });
     plot.append(svg("path", { d, fill: "none", stroke: "#111827", "stroke-dasharray": "5 4", "stroke-width": 1.5 }, svg("title", {}, "cluster capacity")));
     legend.append(el("span", {}, el("i", { style: "background:#111827" }), `capacity (${fmtNum(cluster[cluster.length - 1].capacity.gpu)})`));
