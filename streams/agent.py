@@ -53,8 +53,10 @@ from domain.codec import decode_ingress
 from domain.commands import Dispatch, Preempt
 from domain.events import NodeHeartbeat, Strict
 from streams import topics
+from streams.agent_metrics import AgentMonitor
 from streams.agent_state import AgentState, NodeHeldError, hold_node
 from streams.kafka_io import Topics, idempotent_producer, partitions_of, security_options
+from streams.metrics import serving
 
 log = logging.getLogger("quotaflow.agent")
 
@@ -81,6 +83,8 @@ class AgentConfig:
     memory: int = 512000
     labels: dict[str, str] = field(default_factory=dict)
     heartbeat_s: float = 5.0
+    metrics_port: int | None = None  # serve /metrics and /health there (streams/metrics.py)
+    metrics_host: str = "127.0.0.1"
     exec_jobs: bool = False
     topic_prefix: str = ""
     kill_grace_s: float = KILL_GRACE_S
@@ -142,6 +146,8 @@ class Agent:
         self.handles: dict[int, _Handle] = {}  # run.order -> its timer or process
         self._background: set[asyncio.Task[None]] = set()
         self._producer: AIOKafkaProducer | None = None
+        self.monitor = AgentMonitor(config.node)
+        self.monitor.agent = self
 
     def say(self, message: str) -> None:
         self._say(f"{self.config.node}: {message}")
@@ -296,6 +302,7 @@ class Agent:
         if not isinstance(command, dict) or command.get("node") != self.config.node:
             return
         kind = command.get("type")
+        self.monitor.received(str(kind))
         try:
             if kind == "Dispatch":
                 await self._dispatch(_known(Dispatch, command))
@@ -463,6 +470,7 @@ class Agent:
                 await self._producer.send_and_wait(
                     self.config.topic(topics.NODES), value, key=self.config.node.encode()
                 )
+                self.monitor.sent(type(event).__name__)
                 return
             except KafkaError as exc:
                 log.warning(
@@ -521,4 +529,9 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event | None = None) -> N
         killed = state.begin_incarnation(config.kill_grace_s)
         for line in killed:
             _print(f"{config.node}: {line}")
-        await Agent(config, state=state).run(stop or asyncio.Event())
+        agent = Agent(config, state=state)
+        monitor = agent.monitor
+        async with serving(
+            config.metrics_host, config.metrics_port, monitor.registry, monitor.health
+        ):
+            await agent.run(stop or asyncio.Event())
