@@ -68,6 +68,16 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
         "$QUOTAFLOW_STATE_DIR, else $XDG_STATE_HOME/quotaflow/agents, else "
         "~/.local/state/quotaflow/agents)",
     )
+    agent.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus /metrics and /health on this port (default: none)",
+    )
+    agent.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address for --metrics-port (0.0.0.0: all)"
+    )
     agent.set_defaults(handler=_agent)
 
 
@@ -101,6 +111,8 @@ def _agent(args: argparse.Namespace) -> int:
         topic_prefix=args.topic_prefix,
         state_dir=args.state_dir,
         kill_grace_s=args.preempt_grace_s,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
     try:
         config.heartbeat()  # a bad node id or label is reported before connecting

@@ -69,6 +69,16 @@ def register(
         help="run at once without leader election: a second instance fences this one instead "
         "of waiting as a standby",
     )
+    scheduler.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus /metrics and /health on this port (default: none)",
+    )
+    scheduler.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address for --metrics-port (0.0.0.0: all)"
+    )
     scheduler.set_defaults(handler=_scheduler)
 
 
@@ -102,6 +112,8 @@ def _scheduler(args: argparse.Namespace) -> int:
         "snapshot_seconds": args.snapshot_seconds,
         "load_snapshots": not args.ignore_snapshots,
         "teams": _teams(args.team),
+        "metrics_port": args.metrics_port,
+        "metrics_host": args.metrics_host,
     }
     if not args.no_standby:
         options["instance"] = args.instance

@@ -131,6 +131,7 @@ def _projections(args: argparse.Namespace) -> int:
             bootstrap=resolve_bootstrap(args.bootstrap),
             journal=topics.journal,
             commands=topics.commands,
+            rejected=topics.rejected,
             port=args.port,
             host=args.host,
             checkpoint=checkpoint,

@@ -58,10 +58,12 @@ from streams.agent_kafka import (
     watch_rejections,
 )
 from streams.agent_logs import LogShipper, logs_dir
+from streams.agent_metrics import AgentMonitor
 from streams.agent_process import Exit
 from streams.agent_runs import Background, Launch, Runs, launch_of, task_environment
 from streams.agent_state import AgentState, NodeHeldError, hold_node
 from streams.kafka_io import idempotent_producer, security_options
+from streams.metrics import serving
 
 log = logging.getLogger("quotaflow.agent")
 
@@ -82,6 +84,8 @@ class Agent:
         self.state = state  # None in tests that drive commands without a state file
         self.model = AgentModel(incarnation=state.incarnation if state else None)
         self.shipper = LogShipper(config.topic(topics.LOGS))
+        self.monitor = AgentMonitor(config.node)
+        self.monitor.agent = self
         self.processes = Runs(
             config.node,
             self._ended,
@@ -208,6 +212,7 @@ class Agent:
         if not isinstance(command, dict) or command.get("node") != self.config.node:
             return
         kind = command.get("type")
+        self.monitor.received(str(kind))
         try:
             if kind == "Dispatch":
                 await self._dispatch(_known(Dispatch, command), launch_of(command))
@@ -309,6 +314,7 @@ class Agent:
                 await self._producer.send_and_wait(
                     self.config.topic(topics.NODES), value, key=self.config.node.encode()
                 )
+                self.monitor.sent(type(event).__name__)
                 return
             except KafkaError as exc:
                 log.warning(
@@ -348,4 +354,9 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event | None = None) -> N
         killed = state.begin_incarnation(config.kill_grace_s)
         for line in killed:
             _print(f"{config.node}: {line}")
-        await Agent(config, state=state).run(stop or asyncio.Event())
+        agent = Agent(config, state=state)
+        monitor = agent.monitor
+        async with serving(
+            config.metrics_host, config.metrics_port, monitor.registry, monitor.health
+        ):
+            await agent.run(stop or asyncio.Event())

@@ -40,6 +40,8 @@ class AgentConfig:
     heartbeat_s: float = 5.0
     exec_jobs: bool = False
     topic_prefix: str = ""
+    metrics_port: int | None = None  # serve /metrics and /health there (streams/metrics.py)
+    metrics_host: str = "127.0.0.1"
     kill_grace_s: float = KILL_GRACE_S
     state_dir: Path | None = None  # None: default_state_dir()
     devices: tuple[Gpu, ...] = ()  # reported in the heartbeat when known

@@ -25,7 +25,13 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
 
 from streams.kafka_io import (
     KafkaSecurity,
@@ -43,9 +49,11 @@ from streams.kafka_io import (
     security_options,
     use_security,
 )
+from streams.metrics import SchedulerMonitor
 from streams.sequencer import Scheduler
 from streams.snapshots import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS
 from streams.standby import Follower, WarmStart
+from streams.status import observing
 
 __all__ = [
     "LEADER_TOPIC",
@@ -64,6 +72,13 @@ LEADER_TOPIC = "quotaflow.leader"
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 1000
 RETRY_PAUSE_S = 2.0
+# Refusals, not failures: retrying cannot help, so they end the run (the CLI names them).
+REFUSED = (
+    TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+    ClusterAuthorizationFailedError,
+)
 
 
 def default_instance() -> str:
@@ -263,6 +278,8 @@ async def run_with_standby(
     while not stop.is_set():
         try:
             await _elect_and_run(bootstrap, topics, cluster, instance, settings, run_active, stop)
+        except REFUSED:
+            raise
         except (KafkaError, OSError, TimeoutError) as exc:
             log.warning("scheduler instance %s: %r; starting over as a standby", instance, exc)
             await _first(stop.wait(), asyncio.sleep(RETRY_PAUSE_S))
@@ -321,11 +338,16 @@ async def run_scheduler_with_standby(
     load_snapshots: bool = True,
     teams: Mapping[str, str] | None = None,
     security: KafkaSecurity | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    liveness: bool = True,
 ) -> None:
     """``run_scheduler`` with leader election: active when Kafka says so, a warm standby before.
 
     ``security`` (None: the process's settings) becomes the process's client settings, so the
-    leader group, the standby and the sequencer all use it.
+    leader group, the standby and the sequencer all use it. /metrics and /health (with
+    ``metrics_port``) are served throughout, ``active`` false while a standby; liveness goes
+    to quotaflow.status only while active, under this instance's name.
     """
     if security is not None:
         use_security(security)
@@ -338,6 +360,8 @@ async def run_scheduler_with_standby(
             await ensure_topics(bootstrap, topics, settings)
             await check_retention(bootstrap, topics)
             break
+        except REFUSED:
+            raise
         except (KafkaError, OSError, TimeoutError) as exc:  # a broker down: not a refusal
             log.warning("could not check the topics yet (%r); retrying", exc)
             await _first(stop.wait(), asyncio.sleep(RETRY_PAUSE_S))
@@ -358,11 +382,32 @@ async def run_scheduler_with_standby(
             teams=teams,
             warm=warm,
             on_started=on_started,
+            monitor=monitor,
         )
-        await scheduler.run(until)
+        try:
+            await scheduler.run(until)
+        finally:
+            monitor.liveness.active = False
 
     name = instance or default_instance()
-    await run_with_standby(bootstrap, topics, cluster, name, settings, run_active, stop)
+    monitor = SchedulerMonitor(cluster)
+    monitor.liveness.instance = name
+
+    async def run_all(until: asyncio.Event) -> None:
+        await run_with_standby(bootstrap, topics, cluster, name, settings, run_active, until)
+
+    await observing(
+        bootstrap,
+        topics,
+        cluster,
+        monitor,
+        run_all,
+        stop,
+        metrics=(metrics_host, metrics_port),
+        liveness=liveness,
+        replication_factor=settings.replication_factor,
+        standby=True,
+    )
 
 
 async def _set_when_first(target: asyncio.Event, *events: asyncio.Event) -> None:
