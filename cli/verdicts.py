@@ -10,6 +10,7 @@ each input is matched exactly, never by guessing from its content.
 from __future__ import annotations
 
 import asyncio
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +82,7 @@ async def send_and_wait(
 ) -> list[Verdict]:
     """Produces the messages; with wait_s, waits that long for every verdict (None: no waiting)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
-    from aiokafka.errors import ClusterAuthorizationFailedError
+    from aiokafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
 
     from streams.kafka_io import idempotent_producer, read_committed_consumer
 
@@ -98,16 +99,27 @@ async def send_and_wait(
                 f"topic {topic} does not exist on {bootstrap} (create it: quotaflow kafka topics)"
             )
         if consumer is not None:
-            await asyncio.wait_for(consumer.start(), SEND_TIMEOUT_S)
-            answers = []
-            for name in (journal, rejected):
-                numbers = await asyncio.wait_for(producer.partitions_for(name), SEND_TIMEOUT_S)
-                answers += [TopicPartition(name, p) for p in sorted(numbers or ())]
-            consumer.assign(answers)
-            # Ends taken before producing: any answer to what is sent next lies beyond them.
-            ends = await asyncio.wait_for(consumer.end_offsets(answers), SEND_TIMEOUT_S)
-            for tp, end in ends.items():
-                consumer.seek(tp, end)
+            try:
+                await asyncio.wait_for(consumer.start(), SEND_TIMEOUT_S)
+                answers = []
+                for name in (journal, rejected):
+                    numbers = await asyncio.wait_for(producer.partitions_for(name), SEND_TIMEOUT_S)
+                    answers += [TopicPartition(name, p) for p in sorted(numbers or ())]
+                consumer.assign(answers)
+                # Ends taken before producing: any answer to what is sent next lies beyond them.
+                ends = await asyncio.wait_for(consumer.end_offsets(answers), SEND_TIMEOUT_S)
+                for tp, end in ends.items():
+                    consumer.seek(tp, end)
+            except TopicAuthorizationFailedError:
+                # A secured producer may write its jobs but not read the journal (it would see
+                # every team's jobs): it sends without a verdict and says so.
+                await consumer.stop()
+                consumer = None
+                print(
+                    f"quotaflow: not waiting for the scheduler's verdict: this user may not read "
+                    f"{journal} or {rejected} (docs/kafka.md, Production security)",
+                    file=sys.stderr,
+                )
         sent: list[InputKey] = []
         for key, value in messages:
             meta = await asyncio.wait_for(
