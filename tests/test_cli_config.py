@@ -59,3 +59,28 @@ def test_a_bad_file_is_an_error_naming_it(config_file: Path, text: str, needle: 
 def test_a_named_file_that_is_missing_is_an_error(config_file: Path) -> None:
     with pytest.raises(config.ConfigError, match="no such file"):
         config.setting("bootstrap")
+
+
+def test_the_config_files_security_table_sets_every_clients_kafka_security(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from cli.security import apply_kafka_security
+    from streams.kafka_security import SECURITY_ENV, use_security
+
+    for variable in SECURITY_ENV.values():
+        monkeypatch.delenv(variable, raising=False)
+    config_file.write_text(
+        '[security]\nprotocol = "SASL_SSL"\nsasl_mechanism = "SCRAM-SHA-512"\n'
+        'username = "agent"\npassword = "from-file"\n'
+    )
+    monkeypatch.setenv("QUOTAFLOW_SECURITY_PASSWORD", "from-env")
+    args = argparse.Namespace(kafka_protocol=None)
+    try:
+        security = apply_kafka_security(args)
+        assert security.protocol == "SASL_SSL"
+        assert security.username == "agent"
+        assert security.password == "from-env"  # the environment beats the file
+    finally:
+        use_security(None)
