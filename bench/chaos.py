@@ -41,7 +41,7 @@ from devtools.cluster import ClusterHandle, start_cluster
 from devtools.kafka_home import project_root
 from streams.kafka_io import Topics, TopicSettings, ensure_topics, idempotent_producer
 from streams.replay import read_journal
-from tests.cluster.flow import (
+from tests.support.flow import (
     QUEUE,
     ROOT,
     SchedulerProcess,

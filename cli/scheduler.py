@@ -95,7 +95,7 @@ def _teams(given: list[str]) -> dict[str, str]:
 
 
 def _scheduler(args: argparse.Namespace) -> int:
-    from streams.leadership import run_scheduler_with_standby
+    from streams.failover import run_scheduler_with_standby
     from streams.sequencer import run_scheduler
 
     bootstrap = resolve_bootstrap(args.bootstrap)

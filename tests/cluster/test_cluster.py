@@ -19,7 +19,7 @@ from streams.kafka_io import (
     topic_configs,
 )
 from streams.leadership import active_scheduler
-from tests.cluster.flow import (
+from tests.support.flow import (
     QUEUE,
     ROOT,
     SchedulerProcess,
@@ -105,7 +105,8 @@ def test_cli_flow_on_three_brokers(all_nodes_up: ClusterHandle, tmp_path: Path) 
     try:
         queue = tmp_path / "queues.yaml"
         queue.write_text("queue: team\nresources:\n  gpu: {quota: 8}\n")
-        run("queue", "apply", str(queue))
+        # The scheduler may still be starting on a loaded machine: wait for its verdicts.
+        run("queue", "apply", str(queue), "--wait", "120")
         for index in range(3):
             run("submit", "--queue", "team", "--gpu", "1", "--duration", "1", "--job", f"j{index}")
 
@@ -168,8 +169,7 @@ async def test_sigkill_of_the_journal_leader_mid_stream(
         scheduler.terminate()
     result = await outcome(bootstrap, topics, cluster, JOBS)
     print(f"\njournal leader node {killed[0]} killed: {result}")
-    assert result.lost == 0 and result.duplicated == 0 and result.gaps == 0, result
-    assert result.audit_ok and result.reproduced == result.commands, result.summary
+    assert result.ok, (result, result.summary)
 
 
 async def test_standby_takes_over_after_sigkill(
@@ -213,6 +213,5 @@ async def test_standby_takes_over_after_sigkill(
     result = await outcome(bootstrap, topics, cluster, JOBS)
     print(f"\ntakeover after SIGKILL of the active scheduler: {takeover[0]:.1f}s; {result}")
     assert "state from the standby at seq" in second.log(), second.log()
-    assert result.lost == 0 and result.duplicated == 0 and result.gaps == 0, result
-    assert result.audit_ok and result.reproduced == result.commands, result.summary
+    assert result.ok, (result, result.summary)
     assert takeover[0] < 30, takeover  # a ceiling against hanging; the figure is printed

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from devtools.kafka_home import ensure_jars, project_root
-from tests.cluster.flow import ROOT, quotaflow_command
+from tests.support.flow import ROOT, quotaflow_command
 
 pytestmark = [pytest.mark.kafka, pytest.mark.e2e]
 

@@ -44,6 +44,25 @@ async def _dispatched(bootstrap: str, topics: Any, job_id: str) -> dict[str, Any
     return await wait_for(probe, f"a Dispatch of {job_id}")
 
 
+async def bad_then_good(
+    bootstrap: str, topics: Any, cluster: str, bad: list[tuple[str, bytes, tuple[str, ...]]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Sends every bad input, then job good-1; returns good-1's Dispatch and the rejections.
+
+    good-1 is dispatched on node-a only if no bad input stalled what came behind it.
+    """
+    async with running_scheduler(bootstrap, topics, cluster):
+        await seed_cluster(bootstrap, topics, cluster)
+        for topic, raw, _ in bad:
+            await produce(bootstrap, topic, [raw])
+        await produce(bootstrap, topics.jobs, [job("good-1")], key="good-1")
+        dispatch = await _dispatched(bootstrap, topics, "good-1")
+        rejected = await _rejections(bootstrap, topics.rejected, len(bad))
+    assert dispatch["node"] == "node-a"
+    assert len(rejected) == len(bad)
+    return dispatch, rejected
+
+
 async def test_each_bad_input_is_rejected_with_a_reason_and_good_input_still_flows(
     kafka_bootstrap: str,
 ) -> None:
@@ -66,16 +85,7 @@ async def test_each_bad_input_is_rejected_with_a_reason_and_good_input_still_flo
         (topics.jobs, b"[1, 2, 3]", ("JSON object",)),
         (topics.jobs, orjson.dumps({**job("j-ts"), "ts": 5}), ("ts",)),
     ]
-    async with running_scheduler(kafka_bootstrap, topics, cluster):
-        await seed_cluster(kafka_bootstrap, topics, cluster)
-        for topic, raw, _ in bad:
-            await produce(kafka_bootstrap, topic, [raw])
-        await produce(kafka_bootstrap, topics.jobs, [job("good-1")], key="good-1")
-        dispatch = await _dispatched(kafka_bootstrap, topics, "good-1")
-        rejected = await _rejections(kafka_bootstrap, topics.rejected, len(bad))
-
-    assert dispatch["node"] == "node-a"
-    assert len(rejected) == len(bad)
+    _, rejected = await bad_then_good(kafka_bootstrap, topics, cluster, bad)
     by_input = {r["input"]: r for r in rejected}
     for topic, raw, words in bad:
         entry = by_input[raw.decode()]

@@ -1,16 +1,17 @@
-"""Jobs streaming through real scheduler processes on a multi-broker cluster, and the lost / duplicated / reproduced checks (test and chaos support, I/O)."""
+"""Jobs streaming through real scheduler processes, fake node agents, and the lost / duplicated / reproduced checks (test and chaos support, I/O)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from streams.kafka_io import Topics, idempotent_producer, read_committed_consumer
+from domain.audit import AuditReport
+from streams.kafka_io import Topics, idempotent_producer, read_committed_consumer, read_to_end
 from streams.replay import read_commands, read_journal, replay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,10 +35,22 @@ def quotaflow_command() -> list[str]:
 
 
 class SchedulerProcess:
-    """One `quotaflow scheduler` instance (leader election on) with its log in a file."""
+    """One scheduler process with its log in a file, one file per run.
+
+    By default ``quotaflow scheduler`` with leader election on and a replicated journal;
+    ``sequencer_module`` runs ``python -m streams.sequencer`` (no election) instead.
+    """
 
     def __init__(
-        self, bootstrap: str, topics: Topics, cluster: str, name: str, log_dir: Path
+        self,
+        bootstrap: str,
+        topics: Topics,
+        cluster: str,
+        name: str,
+        log_dir: Path,
+        *,
+        replicated: bool = True,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.name = name
         self.args = [
@@ -50,15 +64,35 @@ class SchedulerProcess:
             cluster,
             "--instance",
             name,
-            "--replication-factor",
-            "3",
-            "--min-insync-replicas",
-            "2",
         ]
+        if replicated:
+            self.args += ["--replication-factor", "3", "--min-insync-replicas", "2"]
+        self.args += list(extra_args)
         self.log_dir = log_dir
         self.runs = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = log_dir / f"{name}-0.log"
+
+    @classmethod
+    def sequencer_module(
+        cls, bootstrap: str, topics: Topics, cluster: str, name: str, log_dir: Path
+    ) -> SchedulerProcess:
+        """``python -m streams.sequencer``: one instance, no leader election."""
+        process = cls(bootstrap, topics, cluster, name, log_dir, replicated=False)
+        process.args = [
+            sys.executable,
+            "-m",
+            "streams.sequencer",
+            "--bootstrap",
+            bootstrap,
+            "--cluster",
+            cluster,
+            "--topic-prefix",
+            topics.prefix,
+            "--log-level",
+            "INFO",
+        ]
+        return process
 
     def start(self) -> None:
         self.runs += 1
@@ -87,8 +121,19 @@ class SchedulerProcess:
             self.proc.kill()
             raise
 
+    def wait(self, timeout_s: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout_s)
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def logs(self) -> list[str]:
+        """Every run's log, oldest first."""
+        return [
+            (self.log_dir / f"{self.name}-{run}.log").read_text(errors="replace")
+            for run in range(1, self.runs + 1)
+        ]
 
     def active(self) -> bool:
         """Whether this run has become the active scheduler and started sequencing."""
@@ -222,10 +267,23 @@ class Outcome:
     lost: int  # submitted but never journaled, or never dispatched
     duplicated: int  # journaled twice, or dispatched twice for one attempt and node
     gaps: int  # journal seqs that do not follow one another
+    unordered: int  # journal records whose ts is below the previous record's
+    split_attempts: int  # attempts whose Dispatches came from more than one cycle
+    rejected: int  # records on quotaflow.rejected
     commands: int
-    reproduced: int
-    audit_ok: bool
-    summary: str
+    report: AuditReport
+
+    @property
+    def reproduced(self) -> int:
+        return self.report.reproduced
+
+    @property
+    def audit_ok(self) -> bool:
+        return self.report.ok
+
+    @property
+    def summary(self) -> str:
+        return self.report.summary()
 
     @property
     def ok(self) -> bool:
@@ -233,6 +291,8 @@ class Outcome:
             self.lost == 0
             and self.duplicated == 0
             and self.gaps == 0
+            and self.unordered == 0
+            and self.split_attempts == 0
             and self.audit_ok
             and self.reproduced == self.commands
         )
@@ -241,25 +301,30 @@ class Outcome:
 async def outcome(bootstrap: str, topics: Topics, cluster: str, jobs: int) -> Outcome:
     journal = await read_journal(bootstrap, topics.prefix, cluster)
     gaps = sum(1 for i, r in enumerate(journal) if r.seq != i + 1)
+    unordered = sum(1 for a, b in itertools.pairwise(journal) if b.ts < a.ts)
     submitted = Counter(r.event.job for r in journal if r.event.type == "JobSubmitted")
     commands = await read_commands(bootstrap, topics.prefix)
-    dispatches = Counter(
-        (c["job"], c["attempt"], c["node"]) for c in commands if c["type"] == "Dispatch"
-    )
+    dispatch_commands = [c for c in commands if c["type"] == "Dispatch"]
+    dispatches = Counter((c["job"], c["attempt"], c["node"]) for c in dispatch_commands)
+    cycles: dict[tuple[str, int], set[int]] = {}
+    for command in dispatch_commands:
+        cycles.setdefault((command["job"], command["attempt"]), set()).add(command["seq"])
     dispatched = {key[0] for key in dispatches}
     wanted = {job(i)["job"] for i in range(jobs)}
     lost = len(wanted - set(submitted)) + len(wanted - dispatched)
     duplicated = sum(n - 1 for n in submitted.values()) + sum(n - 1 for n in dispatches.values())
+    rejected = (await read_to_end(bootstrap, topics.rejected))[topics.rejected]
     report = await replay(bootstrap, topics.prefix, cluster)
     return Outcome(
         jobs=jobs,
         lost=lost,
         duplicated=duplicated,
         gaps=gaps,
+        unordered=unordered,
+        split_attempts=sum(1 for seqs in cycles.values() if len(seqs) > 1),
+        rejected=sum(1 for r in rejected if r.value is not None),
         commands=len(commands),
-        reproduced=report.reproduced,
-        audit_ok=report.ok,
-        summary=report.summary(),
+        report=report,
     )
 
 
