@@ -127,4 +127,8 @@ def _body(args: argparse.Namespace, path: str, local: Callable[[Any], Any]) -> A
         from cli.security import api_token
 
         return _fetch(args.api, path, api_token(getattr(args, "token", None)))
-    return local(_view(args))
+    from cli.staleness import warn_if_scheduler_down
+
+    body = local(_view(args))
+    warn_if_scheduler_down(args)
+    return body

@@ -157,9 +157,11 @@ def _queues(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from cli.staleness import warn_if_scheduler_down
     from projections.explain import explain_at, render
 
     explanation = explain_at(read_records(args), args.job, parse_time(args.at))
+    warn_if_scheduler_down(args)
     if args.json:
         _print_json(explanation)
     else:

@@ -1,7 +1,7 @@
 """Prometheus metrics of the projections process: the view's position, lag and the numbers it folded (I/O shell edge, no I/O itself).
 
 Collected when Prometheus scrapes, from the view the process serves; the lag is refreshed
-by the process just before (projections/app.py). Names: docs/operations.md.
+by the process just before (projections/process.py). Names: docs/operations.md.
 """
 
 from __future__ import annotations

@@ -91,8 +91,8 @@ async def follow_rejections(
         enable_auto_commit=False,
         **(kafka_options or {}),
     )
-    await consumer.start()
     try:
+        await consumer.start()
         while not stopping.is_set() and not consumer.partitions_for_topic(topic):
             await consumer._client.force_metadata_update()
             if not consumer.partitions_for_topic(topic):

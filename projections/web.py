@@ -31,7 +31,7 @@ STATIC = {
 
 
 class Served(Protocol):
-    """What the routes read of the running process (projections.app.Process)."""
+    """What the routes read of the running process (projections.process.Process)."""
 
     rejections: Rejections
 

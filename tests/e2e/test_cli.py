@@ -91,7 +91,8 @@ def test_queue_apply_invalid_manifest(tmp_path: Path, text: str, needle: str) ->
         (["--queue", "a", "--tasks", "2", "--min-tasks", "3"], "min_tasks"),
         (["--queue", "a", "--interactive", "--preemptible"], "interactive"),
         (["--queue", "a", "--gpu", "0.0001"], "gpu"),
-        (["--queue", "a", "--unknown-flag"], "No such option '--unknown-flag'"),
+        # click < 8.4 (faust-streaming's bound) says "No such option: --x", later "No such option '--x'".
+        (["--queue", "a", "--unknown-flag"], "No such option"),
     ],
 )
 def test_submit_invalid_flags(flags: list[str], needle: str) -> None:

@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaProducer
 
 from domain.codec import encode_journal
 from domain.events import JournalRecord, Tick
+from projections.checkpoint import header
 from streams.kafka_io import Topics, ensure_topics, idempotent_producer, read_committed_consumer
 from streams.replay import read_journal
 from tests.streams.test_sequencer import wait_for
@@ -62,12 +63,14 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 class Projections:
     """`quotaflow projections` as a real process."""
 
-    def __init__(self, bootstrap: str, topics: Topics, port: int, log: Path) -> None:
+    def __init__(
+        self, bootstrap: str, topics: Topics, port: int, log: Path, interval_s: float = 0.5
+    ) -> None:
         self.checkpoint = log.with_name("projections.checkpoint")
         self.args = [
             sys.executable, "-m", "cli", "projections",
             "--bootstrap", bootstrap, "--topic-prefix", topics.prefix, "--port", str(port),
-            "--checkpoint", str(self.checkpoint), "--checkpoint-interval", "0.5",
+            "--checkpoint", str(self.checkpoint), "--checkpoint-interval", str(interval_s),
         ]  # fmt: skip
         self.port = port
         self.log = log
@@ -85,14 +88,17 @@ class Projections:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
 
-    def stop(self) -> None:
+    def stop(self) -> int | None:
+        """SIGTERM, then the exit code (None: killed after 30 s without exiting)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(30)
+                return self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+                return None
+        return None if self.proc is None else self.proc.returncode
 
     async def caught_up(self, seq: int) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
@@ -539,3 +545,41 @@ def test_whatif_on_the_alibaba_trace_fifo_vs_intelligent(tmp_path: Path) -> None
         cli("whatif", "--file", str(journal), "--policy", str(policy), "--json").stdout
     )
     assert as_json["summary"]["baseline"]["*"]["jobs"] == 400
+
+
+# -- the faust worker's checkpoints: on its timer, and once more when it stops ----------------------
+
+
+async def test_the_worker_checkpoints_on_its_timer_and_once_more_on_sigterm(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topics = Topics.for_prefix(f"proj-{uuid.uuid4().hex[:8]}.")
+    await ensure_topics(kafka_bootstrap, topics)
+    log = tmp_path / "projections.log"
+    port = free_port()
+    # --checkpoint-records stays at 10,000: no checkpoint below comes from the record count.
+    quiet = Projections(kafka_bootstrap, topics, port, log, interval_s=3600)
+    timed = Projections(kafka_bootstrap, topics, port, log, interval_s=0.3)
+    try:
+        # Given a process whose interval is an hour, when it has read three records and is stopped
+        await write_ticks(kafka_bootstrap, topics.journal, range(1, 4), apart=True)
+        quiet.start()
+        health = await quiet.caught_up(3)
+        assert health["checkpoint"]["written"] == 0
+        # Then it exits cleanly and its last act was a checkpoint at seq 3
+        assert quiet.stop() == 0, log.read_text()
+        assert header(quiet.checkpoint.read_bytes())["seq"] == 3
+
+        # Given a process whose interval is 0.3 s, resumed from it
+        timed.start()
+        health = await timed.caught_up(3)
+        assert health["resumed_from"]["seq"] == 3
+        # When two more records come, then the App's timer checkpoints them while it runs
+        await write_ticks(kafka_bootstrap, topics.journal, range(4, 6), apart=True)
+        health = await timed.checkpointed(5)
+        assert health["read_since_start"]["journal"] == 2
+        assert header(timed.checkpoint.read_bytes())["seq"] == 5
+        assert "Traceback" not in log.read_text()
+    finally:
+        quiet.stop()
+        timed.stop()
