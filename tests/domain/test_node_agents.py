@@ -152,6 +152,7 @@ def test_a_dispatch_carries_what_the_agent_needs_to_run_the_job() -> None:
         "duration_s": 12.5,
         "labels": {"command": "python train.py"},
         "user": "alice",
+        "devices": [[0]],  # the device its one task was placed on (docs/devices.md)
     }  # no incarnation: n1's agent names no instance
 
 
