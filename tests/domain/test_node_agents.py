@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from domain.commands import Dispatch, Preempt
 from domain.events import Event
+from tests.domain.device_checks import check_devices
 from tests.domain.harness import Cluster, event, job, node, queue
 
 
@@ -206,6 +207,7 @@ def test_restarts_never_leave_resources_unaccounted_for(steps: list[tuple[str, i
         else:
             cluster.at(ts, event("Tick"))
         assert cluster.rejections == []
+        check_devices(cluster.state)
         for node_state in cluster.state.nodes.values():
             tasks: dict[str, int] = {}
             for job_state in cluster.state.jobs.values():
