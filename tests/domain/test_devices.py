@@ -87,7 +87,9 @@ def test_gpus_free_only_in_fractions_do_not_take_a_whole_gpu_task() -> None:
     # when a 1-GPU task comes, it waits: no whole device is free,
     cluster.when(3000, job("whole", "team", gpu=1))
     assert cluster.dispatched() == []
-    assert cluster.why("whole")[0] is ReasonKind.CAPACITY
+    kind, facts = cluster.why("whole")
+    assert (kind, facts["shared_devices_only"]) == (ReasonKind.CAPACITY, 1)
+    assert "free only on devices that fractional tasks share" in cluster.reason("whole").text
     # while a half (of another queue: FIFO keeps this one behind "whole") still fits.
     cluster.when(4000, queue("other", gpu_quota=1), job("half", "other", gpu=0.5))
     assert devices(cluster.last) == {"half": [[0]]}
