@@ -58,11 +58,13 @@ class DeviceLayout:
     listed: tuple[int, ...] | None = None
     whole: int = 0
     partial: int = 0  # milli-GPU of the partial device, 0: none
+    members: frozenset[int] = frozenset()  # `listed` as a set
 
     @staticmethod
     def of(capacity_gpu: int, listed: Iterable[int] | None = None) -> DeviceLayout:
         if listed is not None:
-            return DeviceLayout(tuple(sorted(listed)))
+            indices = tuple(sorted(listed))
+            return DeviceLayout(indices, members=frozenset(indices))
         whole, rest = divmod(capacity_gpu, WHOLE)
         return DeviceLayout(None, whole, rest)
 
@@ -81,7 +83,7 @@ class DeviceLayout:
 
     def capacity(self, index: int) -> int:
         if self.listed is not None:
-            return WHOLE if index in self.listed else 0
+            return WHOLE if index in self.members else 0
         if 0 <= index < self.whole:
             return WHOLE
         return self.partial if index == self.whole else 0  # 0: a device that is gone
@@ -126,34 +128,30 @@ class NodeDevices:
         return capacity - used - max(0, held - stopping)
 
     def _touched(self) -> list[int]:
-        return sorted(set(self.used) | set(self.held))
+        return sorted(self.used.keys() | self.held.keys())
 
     def copies(self, gpu: int, own: Mapping[int, int] = NONE, future: bool = False) -> int:
         """How many tasks of `gpu` milli-GPU the devices hold now (or in the `future`)."""
         if gpu <= 0:
             return MANY
-        touched = self._touched()
-        rooms = {index: self.room(index, own, future) for index in touched}
+        layout = self.layout
         per_device = devices_per_task(gpu)
+        whole_free = layout.whole_devices  # whole devices with all their room
+        partial = layout.partial  # room on the partial device, if any
+        fits = 0  # fractional tasks that fit on touched whole devices
+        for index in self.used.keys() | self.held.keys():  # order-free: only counted
+            capacity = layout.capacity(index)
+            room = self.room(index, own, future)
+            if capacity == WHOLE:
+                if room != WHOLE:
+                    whole_free -= 1
+                    if not per_device and room > 0:
+                        fits += room // gpu
+            elif capacity and index == layout.whole:
+                partial = max(0, room)
         if per_device:
-            untouched = self.layout.whole_devices - sum(
-                1 for index in touched if self.layout.capacity(index) == WHOLE
-            )
-            free = untouched + sum(
-                1
-                for index in touched
-                if self.layout.capacity(index) == WHOLE and rooms[index] == WHOLE
-            )
-            return free // per_device
-        fits = sum(max(0, room) // gpu for room in rooms.values())
-        whole_untouched = self.layout.whole_devices - sum(
-            1 for index in touched if self.layout.capacity(index) == WHOLE
-        )
-        fits += whole_untouched * (WHOLE // gpu)
-        partial = self.layout.partial
-        if partial and self.layout.whole not in rooms:
-            fits += partial // gpu
-        return fits
+            return whole_free // per_device
+        return fits + whole_free * (WHOLE // gpu) + partial // gpu
 
     def choose(
         self, gpu: int, tasks: int, own: Mapping[int, int] = NONE, future: bool = False
