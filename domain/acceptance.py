@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from functools import singledispatch
 
+from domain.devices import WHOLE
 from domain.events import (
     ClusterConfigured,
     Event,
@@ -139,6 +140,14 @@ def _(event: JobSubmitted, state: State) -> str | None:
         return f"queue {event.queue!r} does not exist"
     if event.job in state.jobs or event.job in state.ended_jobs:
         return f"job {event.job!r} already exists; job ids are unique"
+    gpu = event.resources.to_resources().gpu
+    if gpu > WHOLE and gpu % WHOLE:
+        # A task shares one device (a fraction below 1) or takes whole devices, as in KAI
+        # and Run:AI: there is no device to put the part beyond a whole number on.
+        return (
+            f"resources.gpu: {event.resources.gpu} per task: ask for a fraction of one device "
+            f"(below 1) or whole devices ({gpu // WHOLE} or {gpu // WHOLE + 1})"
+        )
     for dep in event.after_ok or ():
         # A job may wait only for jobs submitted before it, so no dependency cycle can form.
         ended = state.ended_jobs.get(dep)

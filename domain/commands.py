@@ -61,8 +61,9 @@ class Dispatch(Command):
 
     devices: list[list[int]] | None = Field(
         default=None,
-        description="per task, the indices of the GPU devices it may use (whole devices for a "
-        "whole-GPU task, one shared device for a fractional one); unset when it uses no GPU",
+        description="per task, the indices of the GPU devices the core placed it on: whole "
+        "devices of its own for a whole-GPU task, one shared device (the fullest it fits) for "
+        "a fractional one; unset when it uses no GPU (docs/devices.md)",
     )
     gpu_fraction: float | None = Field(
         default=None,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from domain.events import JobSubmitted
+from domain.devices import NONE, Assignment, NodeDevices, usage
+from domain.events import Device, JobSubmitted
 from domain.reasons import Reason
 from domain.resources import ZERO, Resources
 
@@ -32,6 +34,7 @@ class Stopping:
     attempt: int
     tasks: int
     requeue: bool  # False when the job is being cancelled or shrunk
+    devices: tuple[Assignment, ...] = ()  # the stopping tasks' devices (domain/devices.py)
 
 
 @dataclass(slots=True)
@@ -52,12 +55,14 @@ class Job:
     status: JobStatus = JobStatus.PENDING
     attempt: int = 0
     placements: dict[str, int] = field(default_factory=dict)  # node -> tasks of this attempt
+    devices: dict[str, tuple[Assignment, ...]] = field(default_factory=dict)  # node -> per task
     stopping: dict[str, Stopping] = field(default_factory=dict)  # node -> tasks being stopped
     started_ts: int | None = None
     started_nodes: set[str] = field(default_factory=set)
     blocked_since: int | None = None
     pending_reason: Reason | None = None  # why the last cycle that tried it could not place it
     held: dict[str, Resources] = field(default_factory=dict)  # freed for it by a preemption
+    held_devices: dict[str, dict[int, int]] = field(default_factory=dict)  # node -> device -> milli
     awaiting: set[str] = field(default_factory=set)  # victims still stopping for it
     displaced_by: dict[str, str] = field(default_factory=dict)  # job -> rule that displaced us
     failed_on: str | None = None  # the first node that reported this job failed
@@ -100,6 +105,8 @@ class Node:
     jobs: dict[str, int] = field(default_factory=dict)  # job -> tasks (placed or stopping)
     instance: str | None = None  # the agent that holds the node, when it names itself
     incarnation: int = 0  # that agent's start count (0: not given)
+    devices: tuple[Device, ...] | None = None  # as the heartbeat listed them (None: implied)
+    gpus: NodeDevices = field(default_factory=NodeDevices)  # per-device use (domain/devices.py)
 
     @property
     def free(self) -> Resources:
@@ -128,5 +135,42 @@ class Node:
             - max(0, held.memory - own_hold.memory - stopping.memory),
         )
 
+    def copies(
+        self,
+        per_task: Resources,
+        own_hold: Resources = ZERO,
+        own_devices: Mapping[int, int] = NONE,
+    ) -> int:
+        """How many tasks of `per_task` fit here now for a job holding `own_hold` (and
+        `own_devices`) here: in every resource, and on whole or shared GPU devices."""
+        copies = per_task.max_copies_in(self.free_for(own_hold))
+        if per_task.gpu and copies:
+            copies = min(copies, self.gpus.copies(per_task.gpu, own_devices))
+        return copies
+
     def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
         return all(self.labels.get(key) == value for key, value in selector)
+
+
+def place_on_devices(node: Node, job: Job, tasks: int) -> tuple[Assignment, ...]:
+    """Chooses the devices for `tasks` more of the job on the node and marks them used.
+
+    The fit has checked that they fit (Node.copies). Only a node whose capacity shrank under
+    running tasks (a heartbeat with fewer devices) can leave none: the tasks then go on the
+    devices with the most room, overbooked, as the node's totals are, until some end."""
+    gpu = job.per_task.gpu
+    own = job.held_devices.get(node.id, NONE)
+    chosen = node.gpus.choose(gpu, tasks, own) or node.gpus.overbook(gpu, tasks, own)
+    node.gpus.add("used", usage(chosen, gpu))
+    return tuple(chosen)
+
+
+def hold_devices(node: Node, job: Job, amount: Resources) -> dict[int, int]:
+    """The devices to keep for the job's tasks that `amount` makes room for: those they will
+    take once the node's stopping tasks are gone and other preemptors have theirs."""
+    gpu = job.per_task.gpu
+    if gpu <= 0:
+        return {}
+    tasks = amount.gpu // gpu
+    chosen = node.gpus.choose(gpu, tasks, job.held_devices.get(node.id, NONE), future=True)
+    return usage(chosen or (), gpu)

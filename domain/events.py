@@ -253,7 +253,7 @@ class NodeHeartbeat(Strict):
     devices: Annotated[list[Device], Field(max_length=limits.DEVICES_MAX)] | None = Field(
         default=None,
         description="the node's GPU devices; their count must equal capacity.gpu. Unset: "
-        "capacity.gpu whole devices numbered from 0",
+        "capacity.gpu devices numbered from 0 (the last partial if it is not whole)",
     )
 
     @model_validator(mode="after")

@@ -6,6 +6,7 @@ import heapq
 from functools import singledispatch
 
 from domain.dependencies import unmet, wait
+from domain.devices import DeviceLayout
 from domain.entities import TIME_LIMIT_TIMER as TIME_LIMIT
 from domain.events import (
     ClusterConfigured,
@@ -119,8 +120,13 @@ def _(event: ClusterConfigured, state: State, seq: int, ts: int) -> None:
 def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
     capacity = event.capacity.to_resources()
     node = state.nodes.get(event.node)
+    devices = None if event.devices is None else tuple(event.devices)
+    layout = DeviceLayout.of(
+        capacity.gpu, None if devices is None else (device.index for device in devices)
+    )
     if node is None:
-        node = Node(event.node, capacity, dict(event.labels), ts)
+        node = Node(event.node, capacity, dict(event.labels), ts, devices=devices)
+        node.gpus.layout = layout
         state.nodes[event.node] = node
         note_holder(state, node, event)
         state.capacity = state.capacity + capacity
@@ -140,7 +146,11 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
         if node.labels != event.labels:
             node.labels = dict(event.labels)
             state.needs_cycle = True
+        if node.gpus.layout != layout:
+            state.needs_cycle = True
         node.capacity = capacity
+        node.devices = devices
+        node.gpus.layout = layout
         node.last_heartbeat_ts = ts
     state.node_index.update(node)
     heapq.heappush(state.heartbeat_expiry, (ts + state.cluster.heartbeat_timeout_s * 1000, node.id))
@@ -228,13 +238,15 @@ def _(event: JobFinished, state: State, seq: int, ts: int) -> None:
         _stopped(state, event.job, event.node, event.attempt)
         return
     tasks = job.placements.pop(event.node, 0)
+    devices = job.devices.pop(event.node, ())
     earlier = job.stopping.get(event.node)
     if earlier is not None and earlier.attempt == event.attempt:
         state.end_stop(job, event.node)
         tasks += earlier.tasks
+        devices += earlier.devices
     if tasks == 0:
         return
-    state.release(job, event.node, tasks)
+    state.release(job, event.node, tasks, devices)
     job.finishing = True  # an elastic job winding down must not expand again
     if event.outcome == "failed":
         job.failed_on = job.failed_on or event.node
@@ -264,5 +276,5 @@ def _stopped(state: State, job_id: str, node_id: str, attempt: int) -> None:
     if stopping is None or stopping.attempt != attempt:
         return
     state.end_stop(job, node_id)
-    state.release(job, node_id, stopping.tasks)
+    state.release(job, node_id, stopping.tasks, stopping.devices)
     state.after_tasks_gone(job)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.devices import WHOLE, Assignment
 from domain.events import NodeHeartbeat
+from domain.resources import milli_to_gpu
 from domain.state import Job, Node, State
 
 
@@ -62,10 +64,16 @@ def note_holder(state: State, node: Node, event: NodeHeartbeat) -> None:
     node.incarnation = incarnation
 
 
-def dispatch_details(state: State, job: Job, node_id: str) -> dict[str, Any]:
-    """What a Dispatch of `job` to a node carries besides placement: enough to run it."""
+def dispatch_details(
+    state: State, job: Job, node_id: str, devices: tuple[Assignment, ...]
+) -> dict[str, Any]:
+    """What a Dispatch of `job` to a node carries besides placement: enough to run it,
+    including the devices its tasks were placed on (none for a job that asks no GPU)."""
     spec = job.spec
+    gpu = job.per_task.gpu
     return {
+        "devices": [list(task) for task in devices] if gpu else None,
+        "gpu_fraction": milli_to_gpu(gpu) if 0 < gpu < WHOLE else None,
         "duration_s": spec.duration_s,
         "labels": spec.labels,
         "user": spec.user,

@@ -48,6 +48,7 @@ def find_placement(
     exclude: frozenset[str] | set[str] = frozenset(),
 ) -> Plan | None:
     """Places `tasks` of the job, all or none: first on nodes held for it, then by strategy.
+    A node takes as many tasks as fit in its resources and on its devices (Node.copies).
 
     `exclude` keeps nodes out of the plan (consolidation moves a job off its nodes and never
     onto nodes whose capacity is only freed once other jobs stop)."""
@@ -58,7 +59,8 @@ def find_placement(
         node = state.nodes[node_id]
         if node.lost or node_id in exclude or not node.matches(job.node_selector):
             continue
-        take = min(remaining, per_task.max_copies_in(node.free_for(job.held[node_id])))
+        own = job.held_devices.get(node_id, {})
+        take = min(remaining, node.copies(per_task, job.held[node_id], own))
         if take > 0:
             plan[node_id] = take
             remaining -= take
@@ -70,7 +72,7 @@ def find_placement(
         node = state.nodes[node_id]
         if not node.matches(job.node_selector):
             continue
-        take = min(remaining, per_task.max_copies_in(node.free))
+        take = min(remaining, node.copies(per_task))
         if take > 0:
             plan[node_id] = take
             remaining -= take

@@ -28,6 +28,9 @@ class JobView:
     waiting_for: tuple[str, ...] = ()  # after_ok jobs that have not succeeded yet
     timed_out: bool = False  # stopped for running its time_limit_s
     dependency_failed: str | None = None  # the after_ok job whose failure failed this one
+    # (node, each placed task's device indices), then the same for tasks being stopped
+    devices: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = ()
+    stopping_devices: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = ()
 
     @property
     def placed_tasks(self) -> int:
@@ -55,6 +58,11 @@ class NodeView:
     held: Resources
     stopping: Resources  # the part of `allocated` whose tasks are being stopped
     jobs: tuple[tuple[str, int], ...]  # (job, tasks placed or stopping)
+    devices: tuple[int, ...] = ()  # the node's GPU device indices
+    # (device, milli-GPU) of each device in use, then of the part being stopped, then held
+    device_used: tuple[tuple[int, int], ...] = ()
+    device_stopping: tuple[tuple[int, int], ...] = ()
+    device_held: tuple[tuple[int, int], ...] = ()
 
 
 def job_view(state: State, job_id: str) -> JobView | None:
@@ -82,6 +90,8 @@ def job_view(state: State, job_id: str) -> JobView | None:
         retries=job.retries,
         waiting_for=tuple(sorted(state.waiting.get(job.id, ()))),
         timed_out=job.timed_out,
+        devices=tuple(sorted(job.devices.items())),
+        stopping_devices=tuple(sorted((node, stop.devices) for node, stop in job.stopping.items())),
     )
 
 
@@ -113,6 +123,10 @@ def node_view(state: State, node_id: str) -> NodeView | None:
         held=node.held,
         stopping=node.stopping,
         jobs=tuple(sorted(node.jobs.items())),
+        devices=tuple(node.gpus.layout.indices()),
+        device_used=tuple(sorted(node.gpus.used.items())),
+        device_stopping=tuple(sorted(node.gpus.stopping.items())),
+        device_held=tuple(sorted(node.gpus.held.items())),
     )
 
 

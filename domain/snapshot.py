@@ -16,26 +16,31 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
-from domain.events import EVENT_TYPES, ClusterConfigured, JobSubmitted, QueueConfigured, Strict
+from domain.events import ClusterConfigured, QueueConfigured
 from domain.quota import QuotaSpec
-from domain.reasons import Reason
-from domain.resources import Resources
-from domain.state import Job, JobStatus, Node, NodeIndex, PendingIndex, Queue, State, Stopping
+from domain.snapshot_entities import event_dict as _event
+from domain.snapshot_entities import job_dict as _job
+from domain.snapshot_entities import load_job as _load_job
+from domain.snapshot_entities import load_node as _load_node
+from domain.snapshot_entities import load_res as _load_res
+from domain.snapshot_entities import model as _model
+from domain.snapshot_entities import node_dict as _node
+from domain.snapshot_entities import res as _res
+from domain.state import JobStatus, NodeIndex, PendingIndex, Queue, State
 
 __all__ = ["FORMAT_VERSION", "SnapshotError", "decode_state", "digest", "encode_state"]
 
-FORMAT_VERSION = 2  # 2: a job's pending reason is structured (domain.reasons)
+# 2: a job's pending reason is structured (domain.reasons); 3: GPU devices (domain.devices)
+FORMAT_VERSION = 3
 FORMAT = "quotaflow.state"
 
 # Fields rebuilt on load rather than written: derived from other fields.
 DERIVED_STATE = frozenset({"node_index", "timer_set"})
 DERIVED_QUEUE = frozenset({"quota", "policy", "preemption"})
-
-E = TypeVar("E", bound=Strict)
 
 
 class SnapshotError(ValueError):
@@ -119,65 +124,6 @@ def _queue(queue: Queue) -> dict[str, Any]:
         "stopped_by": queue.stopped_by,
         "stopped_policy": queue.stopped_policy,
     }
-
-
-def _node(node: Node) -> dict[str, Any]:
-    return {
-        "id": node.id,
-        "capacity": _res(node.capacity),
-        "labels": [[key, value] for key, value in node.labels.items()],
-        "last_heartbeat_ts": node.last_heartbeat_ts,
-        "allocated": _res(node.allocated),
-        "held": _res(node.held),
-        "stopping": _res(node.stopping),
-        "lost": node.lost,
-        "jobs": [[key, tasks] for key, tasks in node.jobs.items()],
-        "instance": node.instance,
-        "incarnation": node.incarnation,
-    }
-
-
-def _job(job: Job) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "queue": job.queue,
-        "priority": job.priority,
-        "module": job.module,
-        "interactive": job.interactive,
-        "preemptible": job.preemptible,
-        "tasks": job.tasks,
-        "min_tasks": job.min_tasks,
-        "per_task": _res(job.per_task),
-        "node_selector": [list(pair) for pair in job.node_selector],
-        "order": job.order,
-        "submitted_ts": job.submitted_ts,
-        "spec": _event(job.spec),
-        "status": job.status.value,
-        "attempt": job.attempt,
-        "placements": [[key, tasks] for key, tasks in job.placements.items()],
-        "stopping": [
-            [key, [stop.attempt, stop.tasks, stop.requeue]] for key, stop in job.stopping.items()
-        ],
-        "started_ts": job.started_ts,
-        "started_nodes": sorted(job.started_nodes),
-        "blocked_since": job.blocked_since,
-        "pending_reason": None if job.pending_reason is None else job.pending_reason.to_wire(),
-        "held": [[key, _res(amount)] for key, amount in job.held.items()],
-        "awaiting": sorted(job.awaiting),
-        "displaced_by": [[key, rule] for key, rule in job.displaced_by.items()],
-        "failed_on": job.failed_on,
-        "finishing": job.finishing,
-        "retries": job.retries,
-        "timed_out": job.timed_out,
-    }
-
-
-def _event(event: Strict) -> dict[str, Any]:
-    return event.model_dump(mode="json", exclude_none=False)
-
-
-def _res(amount: Resources) -> list[int]:
-    return [amount.gpu, amount.cpu, amount.memory]
 
 
 def _floats(values: tuple[float, float, float]) -> list[float | str]:
@@ -282,73 +228,6 @@ def _load_queue(data: dict[str, Any]) -> Queue:
     )
 
 
-def _load_node(data: dict[str, Any]) -> Node:
-    return Node(
-        id=data["id"],
-        capacity=_load_res(data["capacity"]),
-        labels={key: value for key, value in data["labels"]},
-        last_heartbeat_ts=int(data["last_heartbeat_ts"]),
-        allocated=_load_res(data["allocated"]),
-        held=_load_res(data["held"]),
-        stopping=_load_res(data["stopping"]),
-        lost=bool(data["lost"]),
-        jobs={key: int(tasks) for key, tasks in data["jobs"]},
-        instance=data["instance"],
-        incarnation=int(data["incarnation"]),
-    )
-
-
-def _load_job(data: dict[str, Any]) -> Job:
-    return Job(
-        id=data["id"],
-        queue=data["queue"],
-        priority=int(data["priority"]),
-        module=data["module"],
-        interactive=bool(data["interactive"]),
-        preemptible=bool(data["preemptible"]),
-        tasks=int(data["tasks"]),
-        min_tasks=int(data["min_tasks"]),
-        per_task=_load_res(data["per_task"]),
-        node_selector=tuple((str(key), str(value)) for key, value in data["node_selector"]),
-        order=int(data["order"]),
-        submitted_ts=int(data["submitted_ts"]),
-        spec=_model(data["spec"], JobSubmitted),
-        status=JobStatus(data["status"]),
-        attempt=int(data["attempt"]),
-        placements={key: int(tasks) for key, tasks in data["placements"]},
-        stopping={
-            key: Stopping(int(attempt), int(tasks), bool(requeue))
-            for key, (attempt, tasks, requeue) in data["stopping"]
-        },
-        started_ts=data["started_ts"],
-        started_nodes=set(data["started_nodes"]),
-        blocked_since=data["blocked_since"],
-        pending_reason=_load_reason(data["pending_reason"]),
-        held={key: _load_res(amount) for key, amount in data["held"]},
-        awaiting=set(data["awaiting"]),
-        displaced_by={key: rule for key, rule in data["displaced_by"]},
-        failed_on=data["failed_on"],
-        finishing=bool(data["finishing"]),
-        retries=int(data.get("retries", 0)),
-        timed_out=bool(data.get("timed_out", False)),
-    )
-
-
-def _model(data: dict[str, Any], cls: type[E]) -> E:
-    if EVENT_TYPES.get(str(data.get("type"))) is not cls:
-        raise ValueError(f"expected a {cls.__name__}, got {data.get('type')!r}")
-    return cls.model_validate(data)
-
-
-def _load_res(values: list[int]) -> Resources:
-    gpu, cpu, memory = values
-    return Resources(int(gpu), int(cpu), int(memory))
-
-
 def _load_floats(values: list[float | str]) -> tuple[float, float, float]:
     first, second, third = (float(value) for value in values)
     return (first, second, third)
-
-
-def _load_reason(data: Any) -> Reason | None:
-    return None if data is None else Reason.from_wire(data)

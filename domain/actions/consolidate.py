@@ -191,8 +191,10 @@ def carry_out(cycle: Cycle, job: Job, moves: list[Move], plan: Plan) -> None:
         statement.set(moved, "status", JobStatus.RUNNING)
         statement.set(moved, "started_ts", None)
         statement.set(moved, "started_nodes", set())
-        for node_id in sorted(move.plan):
-            statement.place(moved, node_id, move.plan[node_id])
+        devices = {
+            node_id: statement.place(moved, node_id, move.plan[node_id])
+            for node_id in sorted(move.plan)
+        }
         for node_id in sorted(move.plan):
             dispatches.append(
                 Dispatch(
@@ -204,7 +206,7 @@ def carry_out(cycle: Cycle, job: Job, moves: list[Move], plan: Plan) -> None:
                     seq=cycle.seq,
                     ts=cycle.ts,
                     reason="consolidation",
-                    **dispatch_details(cycle.state, moved, node_id),
+                    **dispatch_details(cycle.state, moved, node_id, devices[node_id]),
                 )
             )
         statement.set(job, "awaiting", job.awaiting | {moved.id})

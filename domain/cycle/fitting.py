@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from domain.cycle.framework import Attempt
+from domain.devices import WHOLE
 from domain.placement import PlacementStrategy, find_placement, largest_free
 from domain.quota_checks import admission_breach, protected_breach
 from domain.reasons import Reason, ReasonKind, reason
@@ -159,7 +160,7 @@ class Fitter:
         selector = ""
         if job.node_selector:
             selector = " matching " + ",".join(f"{k}={v}" for k, v in job.node_selector)
-        return reason(
+        found = reason(
             ReasonKind.CAPACITY,
             f"no room on nodes{selector} for {tasks} task(s) of {job.per_task} (most free node: {largest})",
             tasks=tasks,
@@ -167,3 +168,26 @@ class Fitter:
             most_free=str(largest),
             selector=selector.removeprefix(" matching "),
         )
+        shared = self._shared_devices_only(job)
+        if not shared:
+            return found
+        return found.prefixed(
+            "",
+            f"; {shared} node(s) have the GPUs free only on devices that fractional tasks "
+            "share, and a whole-GPU task takes whole free devices",
+            shared_devices_only=shared,
+        )
+
+    def _shared_devices_only(self, job: Job) -> int:
+        """How many nodes (of the first 64 with enough free GPU in total) would hold one task
+        of the job by their totals but not on their devices."""
+        if job.per_task.gpu < WHOLE:
+            return 0
+        count = 0
+        for looked, node_id in enumerate(self._state.node_index.fullest_first(job.per_task.gpu)):
+            if looked >= 64:
+                break
+            node = self._state.nodes[node_id]
+            if node.matches(job.node_selector) and job.per_task.max_copies_in(node.free):
+                count += node.copies(job.per_task) == 0
+        return count

@@ -152,8 +152,9 @@ class Session:
             statement.set(job, "status", JobStatus.RUNNING)
             self._placed.append(job)
         self._dispatched_now.add(job.id)
-        for node_id in sorted(plan):
-            statement.place(job, node_id, plan[node_id])
+        devices = {
+            node_id: statement.place(job, node_id, plan[node_id]) for node_id in sorted(plan)
+        }
         why: DispatchReason = reason or ("quota" if in_quota else "over_quota")
         statement.emit(
             Dispatch(
@@ -165,7 +166,7 @@ class Session:
                 seq=self._seq,
                 ts=self._ts,
                 reason=why,
-                **dispatch_details(self._state, job, node_id),
+                **dispatch_details(self._state, job, node_id, devices[node_id]),
             )
             for node_id in sorted(plan)
         )

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from domain.commands import NodeCommand
+from domain.devices import Assignment
 from domain.resources import Resources
 from domain.state import Job, State
 
@@ -83,10 +84,12 @@ class Statement:
 
     # -- undoable changes -----------------------------------------------------------------
 
-    def place(self, job: Job, node_id: str, tasks: int) -> None:
+    def place(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
+        """Places the tasks; returns their devices (domain/devices.py)."""
         self._record(job, (node_id,))
-        self._state.place(job, node_id, tasks)
+        devices = self._state.place(job, node_id, tasks)
         self.epoch += 1
+        return devices
 
     def unplace(self, job: Job, node_id: str, tasks: int) -> None:
         self._record(job, (node_id,))
@@ -119,9 +122,9 @@ class Statement:
 
     # -- changes that are never tentative -------------------------------------------------
 
-    def release(self, job: Job, node_id: str, tasks: int) -> None:
+    def release(self, job: Job, node_id: str, tasks: int, devices: tuple[Assignment, ...]) -> None:
         self._final()
-        self._state.release(job, node_id, tasks)
+        self._state.release(job, node_id, tasks, devices)
         self._freed()
 
     def lose_tasks(self, job: Job, node_id: str, placed: bool, stopping: bool) -> int:
@@ -194,8 +197,9 @@ class Statement:
 
 def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
     placements, stopping, held = dict(job.placements), dict(job.stopping), dict(job.held)
+    devices, held_devices = dict(job.devices), dict(job.held_devices)
     nodes = [
-        (node, node.allocated, node.held, node.stopping, dict(node.jobs))
+        (node, node.allocated, node.held, node.stopping, dict(node.jobs), node.gpus.save())
         for node in (state.nodes[n] for n in node_ids if n in state.nodes)
     ]
     queues = [
@@ -217,6 +221,8 @@ def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
         _refill(job.placements, placements)
         _refill(job.stopping, stopping)
         _refill(job.held, held)
+        _refill(job.devices, devices)
+        _refill(job.held_devices, held_devices)
         for queue, allocated, subtree, protected, stopping_, held_, running in queues:
             queue.allocated, queue.subtree_allocated, queue.protected = (
                 allocated,
@@ -227,9 +233,10 @@ def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
             _member(queue.running, job.id, running)
         _member(state.elastic_placed, job.id, elastic)
         _member(state.holders, job.id, holder)
-        for node, allocated, node_held, node_stopping, jobs in nodes:
+        for node, allocated, node_held, node_stopping, jobs, gpus in nodes:
             node.allocated, node.held, node.stopping = allocated, node_held, node_stopping
             _refill(node.jobs, jobs)
+            node.gpus.restore(gpus)
             state.node_index.update(node)
         state.freed, state.needs_cycle, state.node_index.version = freed, needs_cycle, version
 

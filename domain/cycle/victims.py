@@ -78,7 +78,7 @@ class Room:
         for node_id in state.node_index.fullest_first(job.per_task.gpu):
             node = state.nodes[node_id]
             if node.matches(job.node_selector):
-                copies = job.per_task.max_copies_in(node.free)
+                copies = node.copies(job.per_task)
                 if copies:
                     self._copies[node_id] = copies
                     self.total += copies
@@ -106,7 +106,7 @@ class Room:
 
     def recount(self, node_id: str) -> None:
         if self._usable(node_id):
-            copies = self._job.per_task.max_copies_in(self._state.nodes[node_id].free)
+            copies = self._state.nodes[node_id].copies(self._job.per_task)
             self.total += copies - self._copies.get(node_id, 0)
             self._copies[node_id] = copies
 

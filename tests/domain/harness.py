@@ -66,10 +66,12 @@ class Cluster:
         self.commands: list[NodeCommand] = []  # everything emitted so far
         self.last: list[NodeCommand] = []  # emitted by the last group
         self.rejections: list[tuple[Event, str]] = []
+        self.history: list[tuple[int, tuple[Event, ...]]] = []  # every group, to replay it
 
     def at(self, ts: int, *events: Event) -> list[NodeCommand]:
         assert ts >= self.ts, "time does not run backwards"
         self.ts = ts
+        self.history.append((ts, events))
         emitted: list[NodeCommand] = []
         for item in events:
             # Ticks and NodesAlive come from the sequencer itself, so they skip admission.

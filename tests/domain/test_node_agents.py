@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from domain.commands import Dispatch, Preempt
 from domain.events import Event
+from tests.domain.device_checks import check_devices
 from tests.domain.harness import Cluster, event, job, node, queue
 
 
@@ -152,6 +153,7 @@ def test_a_dispatch_carries_what_the_agent_needs_to_run_the_job() -> None:
         "duration_s": 12.5,
         "labels": {"command": "python train.py"},
         "user": "alice",
+        "devices": [[0]],  # the device its one task was placed on (docs/devices.md)
     }  # no incarnation: n1's agent names no instance
 
 
@@ -205,6 +207,7 @@ def test_restarts_never_leave_resources_unaccounted_for(steps: list[tuple[str, i
         else:
             cluster.at(ts, event("Tick"))
         assert cluster.rejections == []
+        check_devices(cluster.state)
         for node_state in cluster.state.nodes.values():
             tasks: dict[str, int] = {}
             for job_state in cluster.state.jobs.values():

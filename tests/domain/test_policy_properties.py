@@ -18,6 +18,7 @@ from domain.evolve import evolve
 from domain.plugins import DEFAULT_PLUGINS
 from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, Queue, State
+from tests.domain.device_checks import check_devices
 from tests.domain.harness import event, job, node, queue
 
 KINDS = ["fifo", "round_robin", "balance", "intelligent"]
@@ -156,6 +157,7 @@ def check_capacity_and_limits(state: State) -> None:
             placed = state.jobs[job_id]
             running = running + placed.per_task * placed.placements.get(node_state.id, 0)
         assert (running + node_state.held).fits_in(node_state.capacity), node_state
+    check_devices(state)  # the same per GPU device, and no device double-booked
     for queue_state in state.queues.values():
         assert queue_state.quota.limit_breach(queue_state.subtree_allocated) is None, queue_state.id
 

@@ -15,6 +15,7 @@ from domain.events import Event
 from domain.resources import ZERO
 from domain.simulation import Simulator
 from domain.state import JobStatus, State
+from tests.domain.device_checks import check_devices
 
 MODULES = ["DLC", "DSW", "EAS"]
 RULE_REASONS = {
@@ -57,6 +58,7 @@ def check_state(state: State) -> None:
             assert not job.placements
         for node_id in job.placements:
             assert node_id in state.nodes and state.nodes[node_id].jobs.get(job.id)
+    check_devices(state)
 
 
 @st.composite
@@ -111,7 +113,7 @@ def scenarios(draw: st.DrawFn) -> list[dict[str, Any]]:
             "module": draw(st.sampled_from(MODULES)),
             "interactive": interactive,
             "tasks": tasks,
-            "resources": {"gpu": draw(st.sampled_from([0.5, 1, 2, 4]))},
+            "resources": {"gpu": draw(st.sampled_from([0.25, 0.5, 1, 2, 4]))},
             "duration_s": draw(st.integers(1, 20)),
         }
         if not interactive and draw(st.integers(0, 4)) == 0:

@@ -214,7 +214,14 @@ def test_agent_runs_dispatched_jobs_and_the_topics_hold_the_contract(
         "gang": ("n1", 3, 1, "quota"),
         "long": ("n1", 1, 1, "quota"),
     }
-    assert all(set(c) == DISPATCH_FIELDS | {"duration_s", "incarnation"} for c in dispatches)
+    extra = {"duration_s", "incarnation", "devices"}
+    assert all(set(c) == DISPATCH_FIELDS | extra for c in dispatches)
+    # Each task is on whole devices of its own among n1's 8 (a finished job's are reused).
+    shapes = {c["job"]: [len(task) for task in c["devices"]] for c in dispatches}
+    assert shapes == {"short": [2], "gang": [1, 1, 1], "long": [1]}
+    for dispatch in dispatches:
+        used = [index for task in dispatch["devices"] for index in task]
+        assert len(used) == len(set(used)) and set(used) <= set(range(8)), dispatch
     assert {c["job"]: c["duration_s"] for c in dispatches} == {
         "short": 1.0,
         "gang": 1.0,

@@ -133,13 +133,6 @@ exit 1
 """
 
 
-NEEDS_CORE = pytest.mark.skip(
-    reason="needs the core's device assignment (issue 14's core half): the contract fields "
-    "exist, the decisions do not yet"
-)
-
-
-@NEEDS_CORE
 def test_two_jobs_on_one_node_see_disjoint_devices(cluster: Cluster, tmp_path: Path) -> None:
     exec_agent(cluster, tmp_path, "--gpu", "4", "--gpu-model", "a100", "--gpu-memory", "81920")
     seen, script = tmp_path / "seen", tmp_path / "together.sh"
@@ -157,6 +150,26 @@ def test_two_jobs_on_one_node_see_disjoint_devices(cluster: Cluster, tmp_path: P
     assert [len(d) for d in devices] == [2, 2]
     assert not devices[0] & devices[1]
     assert devices[0] | devices[1] <= {"0", "1", "2", "3"}
+
+    # Two half-GPU jobs share one device, each told its fraction.
+    halves = tmp_path / "halves"
+    halves.mkdir()
+    script.write_text(
+        TOGETHER.replace(
+            '"$CUDA_VISIBLE_DEVICES"', '"$CUDA_VISIBLE_DEVICES $QUOTAFLOW_GPU_FRACTION"'
+        )
+    )
+    for job in ("half-a", "half-b"):
+        cluster.run(
+            "submit", "--job", job, "--queue", "team-a", "--gpu", "0.5",
+            "--label", f"command=sh {script} {halves}",
+        )  # fmt: skip
+    for job in ("half-a", "half-b"):
+        cluster.wait_for_line("agent", f"finished {job} attempt 1", "exit 0", "succeeded")
+    shared = {(halves / job).read_text().strip() for job in ("half-a", "half-b")}
+    assert len(shared) == 1, shared  # the same device, the same fraction
+    (device, fraction) = shared.pop().split()
+    assert (device in {"0", "1", "2", "3"}, fraction) == (True, "0.5")
 
 
 def submit_yaml(cluster: Cluster, tmp_path: Path, name: str, jobs: str) -> None:

@@ -1,0 +1,36 @@
+"""A queue as the state holds it: its configuration, pending jobs and what it holds (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from domain.events import PreemptionRules, QueueConfigured, QueuePolicyConfig
+from domain.indexes import PendingIndex
+from domain.quota import QuotaSpec
+from domain.resources import ZERO, Resources
+
+
+@dataclass(slots=True)
+class Queue:
+    id: str
+    parent: str | None
+    priority: int
+    quota: QuotaSpec
+    policy: QueuePolicyConfig
+    preemption: PreemptionRules
+    config: QueueConfigured
+    children: list[str] = field(default_factory=list)
+    pending: PendingIndex = field(default_factory=PendingIndex)
+    running: set[str] = field(default_factory=set)  # jobs holding resources (incl. stopping)
+    allocated: Resources = ZERO  # this queue's own jobs
+    subtree_allocated: Resources = ZERO  # own jobs and every descendant's
+    demand: Resources = ZERO  # own jobs' full requests, pending or holding resources
+    jobs: int = 0  # own jobs not yet ended
+    fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)  # whole subtree
+    own_fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)  # own jobs, as a virtual child
+    capped_demand: tuple[float, float, float] = (0.0, 0.0, 0.0)  # subtree demand within limits
+    stopping: Resources = ZERO  # own jobs' tasks told to stop, still in `allocated`
+    held: Resources = ZERO  # freed by preemptions for own pending jobs (reclaim counts it)
+    protected: Resources = ZERO  # own non-preemptible jobs' allocation: must stay within quota
+    stopped_by: str | None = None  # the job that stopped this queue in the last cycle
+    stopped_policy: str | None = None  # the policy kind whose verdict stopped it (for views)
