@@ -27,6 +27,7 @@ from domain.rules.child_level import ChildLevel
 from domain.rules.interactive import Interactive
 from domain.rules.priority import WithinQueuePriority
 from domain.rules.reclaim import Reclaim
+from domain.rules.reclaim_deserved import ReclaimDeserved
 from domain.rules.self_level import SelfLevel
 
 
@@ -39,6 +40,7 @@ QUEUE_POLICIES: dict[str, QueuePolicy] = _by_kind(Fifo(), RoundRobin(), Balance(
 # Tried in order for a job that cannot be placed; the first that starts a preemption wins.
 PREEMPTION_RULES: list[PreemptionRule] = [
     Reclaim(),  # others' over-fair-share work first, sparing the queue's own (docs/quotas.md)
+    ReclaimDeserved(),  # section 6's fallback: from queues above their deserved quota
     Interactive(),
     WithinQueuePriority(),  # within one queue before reaching into others' (docs/preemption.md)
     SelfLevel(),
@@ -72,7 +74,10 @@ def validation_context(plugins: PluginSet = DEFAULT_PLUGINS) -> dict[str, object
 
 def preemption_explanations(plugins: PluginSet = DEFAULT_PLUGINS) -> dict[str, str]:
     """What each Preempt reason means: every registered rule's own words, then the core's."""
-    explained: dict[str, str] = {rule.reason: rule.explains for rule in plugins.preemption_rules}
+    explained: dict[str, str] = {}
+    for rule in plugins.preemption_rules:  # rules sharing a reason: their words joined
+        known = explained.get(rule.reason)
+        explained[rule.reason] = rule.explains if known is None else f"{known}; {rule.explains}"
     for reason, text in CORE_STOP_REASONS.items():
         explained.setdefault(reason, text)
     return explained

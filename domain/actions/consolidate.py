@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from domain.commands import Dispatch, NodeCommand
 from domain.cycle.framework import Cycle, Outcome
-from domain.cycle.victims import Room
+from domain.cycle.room import Room
 from domain.nodes import dispatch_details
 from domain.placement import PLACEMENTS, Plan, find_placement
 from domain.quota_checks import admission_breach

@@ -1,0 +1,104 @@
+"""The complete victim search and the deserved-quota fallback: the issue's situations."""
+
+from __future__ import annotations
+
+from domain.commands import NodeCommand
+from domain.events import Event
+from tests.domain.harness import Cluster, event, job, node
+
+
+def gpu_queue(name: str, quota: float, **fields: object) -> Event:
+    return event(
+        "QueueConfigured", queue=name, resources={"gpu": {"quota": quota, "limit": -1}}, **fields
+    )
+
+
+def settle(cluster: Cluster, ts: int, rounds: int = 10) -> list[NodeCommand]:
+    """Agents answer every command, one cycle after another, for a few cycles at most."""
+    seen: list[NodeCommand] = []
+    for _ in range(rounds):
+        if not cluster.last:
+            break
+        seen += cluster.last
+        cluster.agents_obey(ts)
+    assert not cluster.last, "the scheduler did not settle within a few cycles"
+    return seen
+
+
+def gpus(cluster: Cluster, name: str) -> float:
+    return cluster.queue_view(name).subtree_allocated.gpu / 1000
+
+
+def preempted(commands: list[NodeCommand]) -> list[tuple[str, str]]:
+    return [(c.job, c.reason) for c in commands if c.type == "Preempt"]
+
+
+def test_a_multi_gpu_job_reclaims_one_node_of_one_gpu_jobs_with_unordered_ids() -> None:
+    """400 one-GPU jobs j0..j399 fill 50 nodes; an 8-GPU job of the other queue takes the
+    eight jobs of one node back, whatever order the ids sort in."""
+    cluster = Cluster()
+    nodes = [node(f"n{i}", gpu=8) for i in range(50)]
+    cluster.given(0, gpu_queue("q0", 200), gpu_queue("q1", 200), *nodes)
+    cluster.given(1, *[job(f"j{i}", "q0") for i in range(400)])
+    settle(cluster, 1)
+    assert gpus(cluster, "q0") == 400
+    cluster.when(2, job("big", "q1", gpu=8))
+    issued = settle(cluster, 2)
+    victims = preempted(issued)
+    assert len(victims) == 8 and {r for _, r in victims} == {"reclaim"}
+    assert len({c.node for c in issued if c.type == "Preempt"}) == 1
+    assert cluster.job_view("big").status == "running"
+    assert (gpus(cluster, "q0"), gpus(cluster, "q1")) == (392, 8)
+
+
+def test_a_victim_that_would_take_its_queue_below_fair_share_is_skipped_not_the_end() -> None:
+    """b runs 1 GPU and, started later, 2 GPUs (b = 3 of 2 deserved); a runs 1 and wants 1
+    more: the newer 2-GPU job is forbidden (b would fall to 1), the 1-GPU one is taken."""
+    cluster = Cluster()
+    cluster.given(0, gpu_queue("a", 2), gpu_queue("b", 2), node("n1", gpu=4))
+    cluster.given(1, job("b-small", "b"), job("a0", "a"))
+    settle(cluster, 1)
+    cluster.given(2, job("b-big", "b", gpu=2))
+    settle(cluster, 2)
+    assert (gpus(cluster, "a"), gpus(cluster, "b")) == (1, 3)
+    cluster.when(3, job("a1", "a"))
+    issued = settle(cluster, 3)
+    assert preempted(issued) == [("b-small", "reclaim")]
+    assert (gpus(cluster, "a"), gpus(cluster, "b")) == (2, 2)
+    # Settled: nothing more happens, no preemption back and forth.
+    assert cluster.when(4, event("Tick")) == []
+
+
+def test_an_oversubscribed_cluster_falls_back_to_deserved_quotas() -> None:
+    """Quotas 4 + 4 + 4 on 8 GPUs. a runs two 4-GPU jobs; b and c each want one. Fair shares
+    are 3, 3 and 2 whole GPUs, so no 4-GPU job fits a fair share: the fallback lets one of
+    them take a 4-GPU job from a (above its deserved 4, and not below it after); then nobody
+    is above a deserved quota, and the other waits, told why."""
+    cluster = Cluster()
+    cluster.given(
+        0, gpu_queue("a", 4), gpu_queue("b", 4), gpu_queue("c", 4), node("n1", 4), node("n2", 4)
+    )
+    cluster.given(1, job("a0", "a", gpu=4), job("a1", "a", gpu=4))
+    settle(cluster, 1)
+    cluster.when(2, job("b0", "b", gpu=4), job("c0", "c", gpu=4))
+    issued = settle(cluster, 2)
+    assert [r for _, r in preempted(issued)] == ["reclaim"]
+    assert gpus(cluster, "a") == 4
+    assert sorted([gpus(cluster, "b"), gpus(cluster, "c")]) == [0, 4]
+    assert cluster.when(3, event("Tick")) == []
+
+
+def test_oversubscribed_quotas_with_feasible_demand_end_at_deserved_quotas() -> None:
+    """Quotas 6 + 6 on 8 GPUs; a runs 8 in 2-GPU jobs, b wants two 2-GPU jobs (fair shares
+    5 and 3 whole GPUs): b gets the first by fair share, and stops there since a is then at
+    its deserved 6; every queue ends at or above min(deserved, demand) where capacity allows."""
+    cluster = Cluster()
+    cluster.given(0, gpu_queue("a", 6), gpu_queue("b", 6), node("n1", 4), node("n2", 4))
+    cluster.given(1, *[job(f"a{i}", "a", gpu=2) for i in range(4)])
+    settle(cluster, 1)
+    cluster.when(2, job("b0", "b", gpu=2))
+    settle(cluster, 2)
+    assert (gpus(cluster, "a"), gpus(cluster, "b")) == (6, 2)
+    cluster.when(3, job("b1", "b", gpu=2))
+    assert preempted(settle(cluster, 3)) == []
+    assert (gpus(cluster, "a"), gpus(cluster, "b")) == (6, 2)
