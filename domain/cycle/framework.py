@@ -175,6 +175,14 @@ class Cycle(CycleView, Protocol):
     @property
     def statement(self) -> Statement: ...
 
+    def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
+        """The shared victim search for one rule: stops victims and holds room, or nothing."""
+        ...
+
+    def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
+        """The universal victim filters and the rule's own (domain.cycle.victims)."""
+        ...
+
 
 class Action(Protocol):
     """A step of the cycle, run in registry order."""

@@ -131,6 +131,9 @@ class Session:
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
         return self._victims.preempt_for(job, rule)
 
+    def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
+        return self._victims.may_be_victim(job, victim, rule)
+
     def still_stopping(self, job_id: str) -> bool:
         victim = self._state.jobs.get(job_id)
         return victim is not None and bool(victim.stopping)

@@ -102,3 +102,38 @@ def test_oversubscribed_quotas_with_feasible_demand_end_at_deserved_quotas() -> 
     cluster.when(3, job("b1", "b", gpu=2))
     assert preempted(settle(cluster, 3)) == []
     assert (gpus(cluster, "a"), gpus(cluster, "b")) == (6, 2)
+
+
+def test_reclaim_combines_stopping_a_job_with_moving_another() -> None:
+    """Two 4-GPU nodes; a deserves 4 and runs 2 on n1 and 2 + 1 on n2 (a = 5); b deserves 4
+    and submits a 4-GPU job. Reclaim a's 1-GPU job, move a's 2-GPU job to n1 (room free now,
+    dispatched before its old tasks stop), and b's job goes on n2: 4 and 4."""
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", consolidation=True),
+        gpu_queue("a", 4),
+        gpu_queue("b", 4),
+        node("n1", 4),
+        node("n2", 4),
+    )
+    cluster.given(1, job("a1", "a", gpu=2), job("gone", "a", gpu=2))
+    settle(cluster, 1)
+    cluster.given(2, job("a2", "a", gpu=2))
+    settle(cluster, 2)
+    cluster.given(3, job("a3", "a", gpu=1))
+    settle(cluster, 3)
+    on = {c.job: c.node for c in cluster.commands if c.type == "Dispatch"}
+    assert on == {"a1": "n1", "gone": "n1", "a2": "n2", "a3": "n2"}
+    cluster.finish(4, "gone")
+    assert gpus(cluster, "a") == 5
+    cluster.when(10, job("big", "b", gpu=4))
+    assert [(c.type, c.job, c.node, c.reason) for c in cluster.last] == [
+        ("Dispatch", "a2", "n1", "consolidation"),  # its new place before anything stops
+        ("Preempt", "a2", "n2", "consolidation"),
+        ("Preempt", "a3", "n2", "reclaim"),
+    ]
+    settle(cluster, 10)
+    assert cluster.job_view("big").placements == (("n2", 1),)
+    assert (gpus(cluster, "a"), gpus(cluster, "b")) == (4, 4)
+    assert cluster.when(11, event("Tick")) == []

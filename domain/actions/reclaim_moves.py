@@ -1,0 +1,86 @@
+"""Reclaim combined with moves: stop some jobs and move others when only both make room (pure).
+
+A resolver, tried for a job that cannot be placed, when consolidation is on. A queue entitled
+to reclaim (a fairness rule applies) first gets the plain victim search; if that finds no
+set, victims are taken one at a time in least disruption order (a victim the rule forbids is
+skipped), and after each, consolidation plans moves onto capacity that is free *now* (never
+onto nodes whose room only frees once a victim stops). The first combination that lets the
+job fit is issued: victims stop (reason of the rule), moved jobs are dispatched at their new
+place before their old tasks stop (reason `consolidation`), and the room is held for the job.
+Bounded: at most MAX_VICTIMS victims, each followed by one bounded move plan.
+"""
+
+from __future__ import annotations
+
+from domain.actions.consolidate import Move, carry_out, plan_moves
+from domain.cycle.framework import Cycle, Outcome, PreemptionRule
+from domain.placement import Plan
+from domain.state import Job
+
+MAX_VICTIMS = 16
+
+
+def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
+    """Stops and moves jobs to make the whole job fit, or changes nothing and returns None."""
+    state = cycle.state
+    if not state.cluster.consolidation or job.awaiting:
+        return None
+    for rule in cycle.plugins.preemption_rules:
+        if not rule.fairness or rule.explicit or not rule.applies(cycle, job):
+            continue
+        if cycle.preempt_for(job, rule):
+            return Outcome.PREEMPTING
+        found = _plan(cycle, job, rule)
+        if found is not None:
+            victims, moves, plan = found
+            stops = []
+            for victim in victims:
+                stops += cycle.stop(victim, rule.reason, by=job.id, emit=False)
+                cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
+            carry_out(cycle, job, moves, plan)  # moved jobs' new places first
+            cycle.statement.emit(stops)
+            return Outcome.PREEMPTING
+    return None
+
+
+def _order(cycle: Cycle, victim: Job) -> tuple[int, int, str]:
+    started = victim.started_ts if victim.started_ts is not None else cycle.ts
+    return (victim.priority, -started, victim.id)
+
+
+def _plan(
+    cycle: Cycle, job: Job, rule: PreemptionRule
+) -> tuple[list[Job], list[Move], Plan] | None:
+    state = cycle.state
+    statement = cycle.statement
+    candidates = sorted(
+        (
+            victim
+            for queue_id in rule.candidate_queues(cycle, job)
+            for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running))
+            if cycle.may_be_victim(job, victim, rule)
+        ),
+        key=lambda victim: _order(cycle, victim),
+    )
+    everything = statement.checkpoint()
+    taken: list[Job] = []
+    freed: set[str] = set()
+    found: tuple[list[Job], list[Move], Plan] | None = None
+    for victim in candidates:
+        if len(taken) >= MAX_VICTIMS:
+            break
+        trial = statement.checkpoint()
+        placed = sorted(victim.placements.items())
+        for node_id, tasks in placed:
+            statement.unplace(victim, node_id, tasks)
+        if not rule.allows_after(cycle, job, [victim]):
+            statement.rollback(trial)  # forbidden: skipped, not the end
+            continue
+        taken.append(victim)
+        freed |= {node_id for node_id, _ in placed}
+        planned = plan_moves(cycle, job, job.tasks, frozenset(freed))
+        if planned is not None and rule.allows_after(cycle, job, taken):
+            found = (list(taken), planned[0], planned[1])
+            break
+    statement.rollback(everything)
+    return found
