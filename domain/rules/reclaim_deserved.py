@@ -115,3 +115,13 @@ class ReclaimDeserved:
                 if quota[r] != UNLIMITED and used[r] + amount > quota[r] + EPSILON:
                     return False
         return True
+
+
+def below_deserved(cycle: CycleView, job: Job) -> bool:
+    """Whether the job's queue (its own jobs) is below its deserved quota in a resource the
+    job asks for: the promise reclaim keeps (for reclaim with moves and explain)."""
+    state = cycle.state
+    entity: Entity = (state.queues[job.queue], True)
+    used, _ = _usage(cycle, entity)
+    quota = deserved(state, entity)
+    return any(quota[r] == UNLIMITED or used[r] < quota[r] for r, _ in guarded(state, job))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from domain.commands import NodeCommand
 from domain.events import Event
+from domain.reasons import ReasonKind
 from tests.domain.harness import Cluster, event, job, node
 
 
@@ -137,3 +138,23 @@ def test_reclaim_combines_stopping_a_job_with_moving_another() -> None:
     assert cluster.job_view("big").placements == (("n2", 1),)
     assert (gpus(cluster, "a"), gpus(cluster, "b")) == (4, 4)
     assert cluster.when(11, event("Tick")) == []
+
+
+def test_explain_says_why_reclaim_did_not_help() -> None:
+    """a (1 deserved) waits with nothing; b (3 deserved) runs 2 + 2: any victim takes b below
+    both its fair share and its deserved quota; c runs non-preemptible work within its quota."""
+    cluster = Cluster()
+    cluster.given(
+        0, gpu_queue("a", 1), gpu_queue("b", 3), gpu_queue("c", 1), node("n1", 4), node("n2", 1)
+    )
+    cluster.given(
+        1, job("b0", "b", gpu=2), job("b1", "b", gpu=2), job("c0", "c", preemptible=False)
+    )
+    settle(cluster, 1)
+    cluster.when(3, job("a1", "a"))
+    assert preempted(settle(cluster, 3)) == []
+    kind, facts = cluster.why("a1")
+    assert kind is ReasonKind.RECLAIM
+    assert facts["looked_at"] == ("b", "c")
+    assert facts["stopped"] == ("b=insufficient", "c=within_share")
+    assert "reclaim did not help: b: insufficient, c: within_share" in str(cluster.reason("a1"))
