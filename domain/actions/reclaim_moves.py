@@ -7,7 +7,9 @@ skipped), and after each, consolidation plans moves onto capacity that is free *
 onto nodes whose room only frees once a victim stops). The first combination that lets the
 job fit is issued: victims stop (reason of the rule), moved jobs are dispatched at their new
 place before their old tasks stop (reason `consolidation`), and the room is held for the job.
-Bounded: at most MAX_VICTIMS victims, each followed by one bounded move plan.
+Only for a queue below its deserved quota (the promise it keeps). Bounded: at most
+MAX_VICTIMS victims, each followed by one bounded move plan; at most MAX_PLANS plans per
+cycle, and a job shape whose plan failed is not planned again while nothing changed.
 """
 
 from __future__ import annotations
@@ -15,22 +17,40 @@ from __future__ import annotations
 from domain.actions.consolidate import Move, carry_out, plan_moves
 from domain.cycle.framework import Cycle, Outcome, PreemptionRule
 from domain.placement import Plan
+from domain.rules.reclaim_deserved import below_deserved
 from domain.state import Job
 
 MAX_VICTIMS = 16
+MAX_PLANS = 8
+
+
+class _Budget:
+    """Plans made in this cycle, and shapes whose plan failed (with the cycle's version)."""
+
+    def __init__(self) -> None:
+        self.plans = 0
+        self.failed: dict[tuple[object, ...], tuple[int, int]] = {}
 
 
 def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
     """Stops and moves jobs to make the whole job fit, or changes nothing and returns None."""
     state = cycle.state
-    if not state.cluster.consolidation or job.awaiting:
+    if not state.cluster.consolidation or job.awaiting or not below_deserved(cycle, job):
         return None
+    budget = cycle.memo("reclaim_moves", _Budget)
     for rule in cycle.plugins.preemption_rules:
         if not rule.fairness or rule.explicit or not rule.applies(cycle, job):
             continue
         if cycle.preempt_for(job, rule):
             return Outcome.PREEMPTING
+        shape: tuple[object, ...] = (type(rule).__name__, job.queue, job.priority)
+        shape += (job.per_task, job.tasks, job.node_selector)
+        if budget.plans >= MAX_PLANS or budget.failed.get(shape) == cycle.version():
+            continue
+        budget.plans += 1
         found = _plan(cycle, job, rule)
+        if found is None:
+            budget.failed[shape] = cycle.version()
         if found is not None:
             victims, moves, plan = found
             stops = []
