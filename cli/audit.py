@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from cli.common import EXIT_ERROR, EXIT_USAGE, CliError, resolve_bootstrap
 from cli.view_render import _print_json, _when, render_jobs, render_queues
-from cli.view_sources import parse_time, read_file
+from cli.view_sources import iter_file, parse_time
+from domain.events import JournalRecord
 
 
 def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
@@ -75,46 +78,53 @@ def _replay_audit(args: argparse.Namespace) -> int:
         )
     until = parse_time(args.until)
     commands: list[dict[str, Any]] | None = None
+    # The journal streams through each fold (memory bounded by the state, not the journal);
+    # `journal()` starts a fresh pass over the same records.
+    journal: Callable[[], Iterator[JournalRecord]]
     if args.file:
-        records = read_file(args.file)
+        path = args.file
+        journal = lambda: iter_file(path)  # noqa: E731
         if args.commands:
             commands = [decode_command(line) for line in _lines(args.commands)]
     else:
-        from streams.kafka_io import Topics, read_to_end
+        from streams.journal_reader import end_offsets, iter_journal
+        from streams.kafka_io import Topics
+        from streams.replay import read_commands
 
         topics = Topics.for_prefix(args.topic_prefix)
-        read = asyncio.run(
-            read_to_end(resolve_bootstrap(args.bootstrap), [topics.journal, topics.commands])
-        )
-        from domain.codec import decode_journal
+        bootstrap = resolve_bootstrap(args.bootstrap)
+        # The journal's end is fixed before the commands are read, so every command the
+        # journal read explains has been read too.
+        ends = asyncio.run(end_offsets(bootstrap, topics.journal))
+        commands = asyncio.run(read_commands(bootstrap, args.topic_prefix))
+        cluster = getattr(args, "cluster", None)
+        journal = lambda: iter_journal(bootstrap, topics.journal, cluster, ends)  # noqa: E731
 
-        wanted = None if getattr(args, "cluster", None) is None else args.cluster.encode()
-        records = [
-            decode_journal(r.value)
-            for r in read[topics.journal]
-            if r.value is not None and (wanted is None or r.key == wanted)
-        ]
-        commands = [decode_command(r.value) for r in read[topics.commands] if r.value is not None]
-    if until is not None:
-        records = [r for r in records if r.ts <= until]
+    def records() -> Iterator[JournalRecord]:
+        if until is None:
+            return journal()
+        return itertools.takewhile(lambda record: record.ts <= until, journal())
+
     code = 0
     if commands is not None:
-        report = audit(records, commands)
+        report = audit(records(), commands)
         print(report.summary())
         code = 0 if report.ok else 1
     if until is None and commands is None:
         view = View()
         emitted = 0
-        for record in records:
+        count = 0
+        for record in records():
             emitted += len(view.apply(record))
+            count += 1
         emitted += len(view.finish())
         print(
-            f"journal records {len(records)} (last seq {view.state.seq}): the fold emits {emitted} commands"
+            f"journal records {count} (last seq {view.state.seq}): the fold emits {emitted} commands"
         )
         return code
     if until is not None:
         view = View()
-        for record in records:
+        for record in records():
             view.apply(record)
         view.finish()
         queues = queues_view(view)

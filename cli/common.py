@@ -129,14 +129,11 @@ def validate(topic: str, body: dict[str, Any]) -> Event:
 
 
 async def _send(bootstrap: str, topic: str, messages: list[tuple[str, bytes]]) -> None:
-    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import ClusterAuthorizationFailedError
 
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        enable_idempotence=True,
-        request_timeout_ms=int(SEND_TIMEOUT_S * 1000),
-    )
+    from streams.kafka_io import idempotent_producer
+
+    producer = idempotent_producer(bootstrap, request_timeout_ms=int(SEND_TIMEOUT_S * 1000))
     try:
         await asyncio.wait_for(producer.start(), SEND_TIMEOUT_S)
         partitions = await asyncio.wait_for(producer.partitions_for(topic), SEND_TIMEOUT_S)
@@ -148,6 +145,15 @@ async def _send(bootstrap: str, topic: str, messages: list[tuple[str, bytes]]) -
             await asyncio.wait_for(
                 producer.send_and_wait(topic, value, key=key.encode()), SEND_TIMEOUT_S
             )
+    except ClusterAuthorizationFailedError:
+        # An idempotent producer asks for a producer id first, which needs Write on some topic.
+        from streams.kafka_io import current_security
+
+        raise CliError(
+            f"not authorized: Kafka refused user {current_security().username!r} any write, so "
+            f"also to topic {topic} (its role does not allow it; docs/kafka.md, Production "
+            "security)"
+        ) from None
     except TimeoutError:
         raise CliError(
             f"no answer from Kafka at {bootstrap} about topic {topic} within {SEND_TIMEOUT_S:.0f}s "

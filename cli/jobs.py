@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import uuid
 from typing import Any
 
@@ -16,12 +17,13 @@ from cli.common import (
     _non_negative_int,
     _positive_int,
     _produce,
-    _send_one,
     parse_pairs,
     validate,
 )
 from domain.codec import DecodeError
 from streams import topics
+
+TEAM_ENV = "QUOTAFLOW_TEAM"
 
 
 def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
@@ -57,6 +59,18 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
     cancel = commands.add_parser("cancel", parents=[kafka_options], help="cancel a job")
     cancel.add_argument("job", metavar="JOB")
     cancel.set_defaults(handler=_cancel)
+    for parser in (submit, cancel):
+        parser.add_argument(
+            "--team",
+            default=os.environ.get(TEAM_ENV) or None,
+            help=f"send to this team's job topic, {topics.JOBS}.TEAM, which a secured cluster "
+            f"grants the team's producers (default: ${TEAM_ENV}, else {topics.JOBS})",
+        )
+
+
+def _jobs_topic(args: argparse.Namespace) -> str:
+    """quotaflow.jobs, or the team's own quotaflow.jobs.<team> (docs/kafka.md)."""
+    return f"{topics.JOBS}.{args.team}" if args.team else topics.JOBS
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -101,7 +115,7 @@ def _submit(args: argparse.Namespace) -> int:
         bodies.append(body)
     if not bodies:
         raise CliError(f"submit: {args.file} holds no jobs", EXIT_USAGE)
-    _produce(args, topics.JOBS, [(str(body["job"]), orjson.dumps(body)) for body in bodies])
+    _produce(args, _jobs_topic(args), [(str(body["job"]), orjson.dumps(body)) for body in bodies])
     for body in bodies:
         print(f"submitted {body['job']} to queue {body.get('queue')}")
     return 0
@@ -152,6 +166,11 @@ def _job_body(item: Any, where: str) -> dict[str, Any]:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    _send_one(args, "cancel", topics.JOBS, args.job, {"type": "JobCancelled", "job": args.job})
+    body = {"type": "JobCancelled", "job": args.job}
+    try:
+        validate(topics.JOBS, body)
+    except DecodeError as exc:
+        raise CliError(f"cancel: {exc}", EXIT_USAGE) from None
+    _produce(args, _jobs_topic(args), [(args.job, orjson.dumps(body))])
     print(f"cancel requested for {args.job}")
     return 0

@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli.common import EXIT_NOT_RUNNING, _Parser, _positive_int, _topic_settings, resolve_bootstrap
+from cli.common import (
+    EXIT_NOT_RUNNING,
+    EXIT_USAGE,
+    CliError,
+    _Parser,
+    _positive_int,
+    _topic_settings,
+    resolve_bootstrap,
+)
 from streams import topics
 
 
@@ -29,7 +37,28 @@ def register(
         "--port", type=int, help="broker port (default: a free one, kept across restarts)"
     )
     start.add_argument("--no-topics", action="store_true", help="do not create QuotaFlow's topics")
+    start.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS with a generated CA, SASL/SCRAM users per role and ACLs "
+        "(data dir default: .kafka/secure; docs/kafka.md, Production security)",
+    )
+    start.add_argument(
+        "--team",
+        action="append",
+        default=[],
+        help="with --secure: a team with its own job topic and producer user (repeat; "
+        "fixed by the data dir's first secured start)",
+    )
     start.set_defaults(handler=_kafka_start)
+    env = actions.add_parser(
+        "env",
+        help="print `export` lines that make clients connect as USER to the secured broker",
+    )
+    env.add_argument(
+        "user", metavar="USER", help="admin, scheduler, operator, agent, reader, producer-TEAM"
+    )
+    env.set_defaults(handler=_kafka_env)
     stop = actions.add_parser("stop", help="stop the broker started by `quotaflow kafka start`")
     stop.set_defaults(handler=_kafka_stop)
     status = actions.add_parser(
@@ -63,6 +92,10 @@ def _kafka_start(args: argparse.Namespace) -> int:
     root = _root()
     before = read_state(root)
     running = before is not None and before.is_alive()
+    if args.team and not args.secure:
+        raise CliError("--team needs --secure (a team's topic is guarded by an ACL)", EXIT_USAGE)
+    if args.secure:
+        return _secure_start(args, root, before if running else None)
     handle = ensure_broker(root, data_dir=args.data_dir, port=args.port)
     if running:
         print(f"quotaflow: broker already running (pid {handle.pid})", file=sys.stderr)
@@ -73,6 +106,87 @@ def _kafka_start(args: argparse.Namespace) -> int:
     if not args.no_topics:
         asyncio.run(ensure_topics(handle.bootstrap, Topics.for_prefix(args.topic_prefix)))
     print(handle.bootstrap, flush=True)
+    return 0
+
+
+def _secure_start(args: argparse.Namespace, root: Path, running: Any) -> int:
+    """`kafka start --secure`: certificates and users, the broker, its topics and ACLs."""
+    from devtools import security
+    from devtools.detached import ensure_broker
+    from devtools.kafka_home import kafka_dir
+    from streams.acls import grant, role_acls
+    from streams.kafka_io import Topics, ensure_topics, use_security
+
+    if running is not None and running.security_dir is None:
+        raise CliError(
+            f"a broker without security already runs at {running.bootstrap} "
+            "(quotaflow kafka stop, then start --secure)"
+        )
+    data_dir = (args.data_dir or kafka_dir(root) / "secure").resolve()
+    if running is not None:
+        data_dir = running.data_dir
+    try:
+        setup = security.prepare(data_dir, args.team)
+    except ValueError as exc:
+        raise CliError(f"kafka start --secure: {exc}", EXIT_USAGE) from None
+    handle = ensure_broker(root, data_dir=data_dir, port=args.port, secure=setup)
+    what = "already running" if running is not None else "started"
+    print(
+        f"quotaflow: secured broker {what} (pid {handle.pid}, log {handle.log_path}); "
+        f"CA {setup.ca_file}, users in {setup.users_file}; "
+        'connect as a user with: eval "$(quotaflow kafka env USER)"',
+        file=sys.stderr,
+    )
+    admin = _security_of(setup, security.ADMIN_USER)
+    use_security(admin)
+    names = Topics.for_prefix(args.topic_prefix)
+
+    async def provision() -> int:
+        if not args.no_topics:
+            await ensure_topics(handle.bootstrap, names, teams=setup.teams)
+        producers = {team: security.producer_user(team) for team in setup.teams}
+        return await grant(handle.bootstrap, role_acls(names, setup.teams, producers), admin)
+
+    granted = asyncio.run(provision())
+    print(
+        f"quotaflow: {granted} ACLs granted for topic prefix {args.topic_prefix!r}", file=sys.stderr
+    )
+    print(handle.bootstrap, flush=True)
+    return 0
+
+
+def _security_of(setup: Any, user: str) -> Any:
+    from streams.kafka_security import KafkaSecurity
+
+    return KafkaSecurity(
+        protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        username=user,
+        password=setup.passwords[user],
+        ca_file=str(setup.ca_file),
+    )
+
+
+def _kafka_env(args: argparse.Namespace) -> int:
+    import shlex
+
+    from devtools import security
+    from devtools.detached import read_state
+
+    handle = read_state(_root())
+    if handle is None or not handle.is_alive() or handle.security_dir is None:
+        raise CliError("no secured broker is running (quotaflow kafka start --secure)")
+    setup = security.load(handle.security_dir)
+    if setup is None or args.user not in setup.passwords:
+        known = ", ".join(sorted(setup.passwords)) if setup else "none"
+        raise CliError(f"no user {args.user!r} on the secured broker (users: {known})", EXIT_USAGE)
+    variables = {"QUOTAFLOW_BOOTSTRAP": handle.bootstrap}
+    variables |= _security_of(setup, args.user).environment()
+    for team in setup.teams:
+        if args.user == security.producer_user(team):
+            variables["QUOTAFLOW_TEAM"] = team
+    for name, value in variables.items():
+        print(f"export {name}={shlex.quote(value)}")
     return 0
 
 

@@ -25,6 +25,8 @@ from cli.common import (
     _Parser,
     _positive_int,
 )
+from cli.security import add_kafka_security, apply_kafka_security
+from streams.kafka_security import use_security
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     try:
         args = build_parser().parse_args(argv)
+        apply_kafka_security(args)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except KeyboardInterrupt:
@@ -52,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get(DEBUG_ENV):
             raise
         return _fail(_describe(exc), EXIT_ERROR)
+    finally:
+        use_security(None)  # a command run in-process (tests) leaves no settings behind
 
 
 def _fail(message: str, code: int) -> int:
@@ -81,13 +86,52 @@ def _describe(exc: BaseException) -> str:
         return f"broker: {exc}"
     if isinstance(exc, AgentError):
         return f"agent: {exc}"
+    refusal = _refusal(exc)
+    if refusal is not None:
+        return refusal
     if isinstance(exc, KafkaConnectionError):
+        from streams.kafka_io import current_security
+
+        security = current_security()
+        if security.protocol != "PLAINTEXT":
+            # aiokafka reports a refused login or an untrusted certificate as a failed bootstrap.
+            return (
+                f"cannot reach Kafka, or it refused {security.protocol} as user "
+                f"{security.username!r}: {exc} (check the broker, the user, the password and "
+                "the CA file)"
+            )
         return f"cannot reach Kafka: {exc} (is a broker running? try `quotaflow kafka start`)"
     if isinstance(exc, KafkaError):
         return f"Kafka error: {type(exc).__name__}: {exc}"
     if isinstance(exc, TimeoutError):
         return f"timed out talking to Kafka ({exc or 'no answer'}); is the broker up and are the topics created?"
     return f"unexpected error: {type(exc).__name__}: {exc} (QUOTAFLOW_DEBUG=1 shows a traceback)"
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """One line for a broker's authentication or authorization refusal, naming the user."""
+    from aiokafka import errors
+
+    from streams.kafka_io import current_security
+
+    user = current_security().username
+    who = f"user {user!r}" if user else "this client (no user)"
+    detail = str(exc).rpartition(": ")[2].strip()
+    refused = {
+        errors.TopicAuthorizationFailedError: f"topic {detail}",
+        errors.GroupAuthorizationFailedError: f"consumer group {detail}",
+        errors.TransactionalIdAuthorizationFailed: "the transactional id",
+        errors.ClusterAuthorizationFailedError: "the cluster (e.g. an idempotent write)",
+    }
+    for kind, what in refused.items():
+        if isinstance(exc, kind):
+            return (
+                f"not authorized: Kafka refused {who} access to {what} "
+                "(its role does not allow it; docs/kafka.md, Production security)"
+            )
+    if isinstance(exc, errors.SaslAuthenticationFailed | errors.AuthenticationFailedError):
+        return f"Kafka refused to authenticate {who}: wrong user or password ({detail})"
+    return None
 
 
 def _silence_stdout() -> None:
@@ -117,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get(PREFIX_ENV, ""),
         help=f"prefix of every topic name, to run several clusters on one broker (default: ${PREFIX_ENV} or none)",
     )
+    add_kafka_security(kafka_options)
 
     topic_options = _Parser(add_help=False)
     topic_options.add_argument(

@@ -7,7 +7,13 @@ import logging
 import sys
 from typing import Any
 
-from cli.common import _run_until_signalled, _topic_settings, resolve_bootstrap
+from cli.common import (
+    EXIT_USAGE,
+    CliError,
+    _run_until_signalled,
+    _topic_settings,
+    resolve_bootstrap,
+)
 
 
 def register(
@@ -45,7 +51,27 @@ def register(
         action="store_true",
         help="rebuild the state from the whole journal instead of the newest snapshot",
     )
+    scheduler.add_argument(
+        "--team",
+        action="append",
+        default=[],
+        metavar="TEAM[=QUEUE]",
+        help="also read quotaflow.jobs.TEAM, accepting only jobs at or below QUEUE "
+        "(default: the queue named TEAM); repeat per team",
+    )
     scheduler.set_defaults(handler=_scheduler)
+
+
+def _teams(given: list[str]) -> dict[str, str]:
+    """``--team TEAM[=QUEUE]`` flags to team -> queue."""
+    teams: dict[str, str] = {}
+    for entry in given:
+        team, _, queue = entry.partition("=")
+        team, queue = team.strip(), (queue.strip() or team.strip())
+        if not team:
+            raise CliError(f"--team {entry!r}: expected TEAM or TEAM=QUEUE", EXIT_USAGE)
+        teams[team] = queue
+    return teams
 
 
 def _scheduler(args: argparse.Namespace) -> int:
@@ -71,5 +97,6 @@ def _scheduler(args: argparse.Namespace) -> int:
             snapshot_seconds=args.snapshot_seconds,
             load_snapshots=not args.ignore_snapshots,
             topic_settings=settings,
+            teams=_teams(args.team),
         )
     )

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,11 @@ def parse_time(text: str | None) -> int | None:
 
 
 def read_file(path: str) -> list[JournalRecord]:
+    return list(iter_file(path))
+
+
+def iter_file(path: str) -> Iterator[JournalRecord]:
+    """A journal file's records, one line at a time."""
     from domain.codec import DecodeError, decode_journal
 
     try:
@@ -45,29 +49,30 @@ def read_file(path: str) -> list[JournalRecord]:
         raise CliError(f"{path}: no such file", EXIT_USAGE) from None
     except OSError as exc:
         raise CliError(f"{path}: cannot read: {exc.strerror or exc}", EXIT_USAGE) from None
-    records = []
     try:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                records.append(decode_journal(line))
+                record = decode_journal(line)
             except DecodeError as exc:
                 raise CliError(f"{path} line {number}: {exc}", EXIT_USAGE) from None
+            yield record
     finally:
         if handle is not sys.stdin.buffer:
             handle.close()
-    return records
 
 
-def read_records(args: argparse.Namespace) -> list[JournalRecord]:
-    """The journal, from --file or from Kafka (committed records only)."""
+def read_records(args: argparse.Namespace) -> Iterator[JournalRecord]:
+    """The journal, from --file or from Kafka (committed records only), streamed: memory stays
+    bounded by what the caller folds, not by the journal's length."""
     if getattr(args, "file", None):
-        return read_file(args.file)
-    from streams.replay import read_journal
+        return iter_file(args.file)
+    from streams.journal_reader import iter_journal
+    from streams.kafka_io import Topics
 
     bootstrap = resolve_bootstrap(args.bootstrap)
-    return asyncio.run(read_journal(bootstrap, topic_prefix=args.topic_prefix))
+    return iter_journal(bootstrap, Topics.for_prefix(args.topic_prefix).journal)
 
 
 def _view(args: argparse.Namespace) -> Any:
@@ -83,13 +88,21 @@ def _view(args: argparse.Namespace) -> Any:
     return view
 
 
-def _fetch(base: str, path: str) -> Any:
+def _fetch(base: str, path: str, token: str | None = None) -> Any:
     url = base.rstrip("/") + path
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return orjson.loads(response.read())
     except urllib.error.HTTPError as exc:
-        raise CliError(f"{url}: HTTP {exc.code}") from None
+        hint = (
+            " (the API needs a bearer token: --token or $QUOTAFLOW_API_TOKEN)"
+            if exc.code == 401
+            else ""
+        )
+        raise CliError(f"{url}: HTTP {exc.code}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CliError(f"{url}: cannot reach the projections process ({reason})") from None
@@ -101,5 +114,7 @@ def _body(args: argparse.Namespace, path: str, local: Callable[[Any], Any]) -> A
             raise CliError(
                 "--at needs the journal (drop --api): the API serves the present", EXIT_USAGE
             )
-        return _fetch(args.api, path)
+        from cli.security import api_token
+
+        return _fetch(args.api, path, api_token(getattr(args, "token", None)))
     return local(_view(args))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.common import EXIT_USAGE, PREFIX_ENV, CliError, _positive_int, resolve_bootstrap
+from cli.security import TOKEN_ENV, add_kafka_security, api_token
 from cli.view_render import _print_json, render_jobs, render_queues, render_usage
 from cli.view_sources import _body, parse_time, read_records
 
@@ -30,10 +31,12 @@ def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[t
         parser.add_argument(
             "--file", help="read the journal from this JSON-lines file instead of Kafka"
         )
+        add_kafka_security(parser)
         if api:
             parser.add_argument(
                 "--api", help="ask a running `quotaflow projections` at this URL instead"
             )
+            parser.add_argument("--token", help=f"the API's bearer token (default: ${TOKEN_ENV})")
         parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
     run = subcommands.add_parser(
@@ -43,6 +46,14 @@ def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[t
     run.add_argument("--topic-prefix", default=os.environ.get(PREFIX_ENV, ""))
     run.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
     run.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    run.add_argument(
+        "--token",
+        help=f"require this bearer token for everything but /health (default: ${TOKEN_ENV}; "
+        "none: no token)",
+    )
+    run.add_argument("--tls-cert", type=Path, help="serve HTTPS: PEM certificate chain")
+    run.add_argument("--tls-key", type=Path, help="PEM key of --tls-cert")
+    add_kafka_security(run)
     run.add_argument(
         "--checkpoint",
         metavar="FILE",
@@ -117,7 +128,7 @@ def default_checkpoint(topic_prefix: str) -> Path:
 
 def _projections(args: argparse.Namespace) -> int:
     from projections.app import Settings, run
-    from streams.kafka_io import Topics
+    from streams.kafka_io import Topics, security_options
 
     topics = Topics.for_prefix(args.topic_prefix)
     checkpoint = None
@@ -133,6 +144,10 @@ def _projections(args: argparse.Namespace) -> int:
             checkpoint=checkpoint,
             checkpoint_records=args.checkpoint_records,
             checkpoint_s=args.checkpoint_interval,
+            kafka_options=security_options(),
+            token=api_token(args.token),
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
         )
     )
 

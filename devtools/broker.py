@@ -30,6 +30,7 @@ from devtools.kafka_home import (
     last_lines,
     read_text,
 )
+from devtools.security import SecureSetup, apply_overrides, broker_overrides, scram_format_args
 
 JVM_OPTIONS = ("-Xms256m", "-Xmx1g", "-XX:+UseG1GC")
 LOG_FILE = "broker.log"
@@ -54,11 +55,13 @@ def start_broker(
     port: int | None = None,
     controller_port: int | None = None,
     timeout_s: float = 90,
+    secure: SecureSetup | None = None,
 ) -> BrokerHandle:
     """Format (if new) and start a broker, returning once it answers Kafka metadata requests.
 
     Ports not given are picked free on 127.0.0.1. ``data_dir`` defaults to the persistent
     ``default_data_dir(root)``; a data dir formatted earlier keeps its cluster id and topics.
+    ``secure`` (``devtools.security.prepare``): TLS, SASL/SCRAM users and the authorizer.
     """
     libs = ensure_jars(root)
     java = find_java()
@@ -74,7 +77,7 @@ def start_broker(
         else:
             broker_port, quorum_port = _pick_ports(port, controller_port)
         try:
-            return _launch(root, libs, java, data_dir, broker_port, quorum_port, timeout_s)
+            return _launch(root, libs, java, data_dir, broker_port, quorum_port, timeout_s, secure)
         except _PortTakenError:
             if attempt == attempts:
                 raise
@@ -89,14 +92,21 @@ def _launch(
     port: int,
     controller_port: int,
     timeout_s: float,
+    secure: SecureSetup | None = None,
 ) -> BrokerHandle:
     config_dir = root / "deploy" / "kafka"
     log4j = config_dir / "log4j2.properties"
     template = (config_dir / "server.properties.template").read_text()
     log_dir = data_dir / _KRAFT_LOG_DIR
     properties = data_dir / PROPERTIES_FILE
-    properties.write_text(_render_properties(template, port, controller_port, log_dir))
-    _format_storage(java, libs, log4j, properties, log_dir)
+    text = _render_properties(template, port, controller_port, log_dir)
+    if secure is not None:
+        text = apply_overrides(text, broker_overrides(secure, port, controller_port))
+    properties.write_text(text)
+    if secure is not None:
+        properties.chmod(0o600)  # it holds the broker's own SCRAM password
+    scram = scram_format_args(secure) if secure is not None else []
+    _format_storage(java, libs, log4j, properties, log_dir, scram)
 
     log_path = data_dir / LOG_FILE
     command = [
@@ -122,10 +132,13 @@ def _launch(
         bootstrap=f"127.0.0.1:{port}",
         data_dir=data_dir,
         log_path=log_path,
+        security_dir=secure.directory if secure is not None else None,
         _process=process,
     )
     try:
-        _wait_until_ready(handle, process, timeout_s)
+        _wait_until_ready(
+            handle, process, timeout_s, secure.client_options() if secure is not None else {}
+        )
     except BaseException:
         handle.stop(timeout_s=10)
         raise
@@ -137,7 +150,14 @@ def _render_properties(template: str, port: int, controller_port: int, log_dir: 
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
 
 
-def _format_storage(java: str, libs: Path, log4j: Path, properties: Path, log_dir: Path) -> None:
+def _format_storage(
+    java: str,
+    libs: Path,
+    log4j: Path,
+    properties: Path,
+    log_dir: Path,
+    extra: list[str] | None = None,
+) -> None:
     # --ignore-formatted still rejects a cluster id that differs from the one already on
     # disk, so a formatted dir must be "formatted" again with its own id.
     cluster_id = _existing_cluster_id(log_dir) or _new_cluster_id()
@@ -154,6 +174,7 @@ def _format_storage(java: str, libs: Path, log4j: Path, properties: Path, log_di
         "--config",
         str(properties),
         "--ignore-formatted",
+        *(extra or []),
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     if result.returncode != 0:
@@ -203,7 +224,7 @@ def _pick_ports(port: int | None, controller_port: int | None) -> tuple[int, int
 
 def _previous_ports(properties: Path) -> tuple[int, int] | None:
     text = read_text(properties)
-    broker = re.search(r"^listeners=.*PLAINTEXT://[^:,\s]+:(\d+)", text, re.MULTILINE)
+    broker = re.search(r"^listeners=.*(?:PLAINTEXT|SASL_SSL)://[^:,\s]+:(\d+)", text, re.MULTILINE)
     controller = re.search(r"^listeners=.*CONTROLLER://[^:,\s]+:(\d+)", text, re.MULTILINE)
     if broker is None or controller is None:
         return None
@@ -221,7 +242,10 @@ def _port_is_free(port: int) -> bool:
 
 
 def _wait_until_ready(
-    handle: BrokerHandle, process: subprocess.Popen[bytes], timeout_s: float
+    handle: BrokerHandle,
+    process: subprocess.Popen[bytes],
+    timeout_s: float,
+    client_options: dict[str, Any] | None = None,
 ) -> None:
     """Return once the broker answers a metadata request listing itself; raise on death/timeout."""
     deadline = time.monotonic() + timeout_s
@@ -245,7 +269,11 @@ def _wait_until_ready(
             )
         if _accepts_connections(host, int(port)):
             try:
-                _run_sync(functools.partial(_probe, handle.bootstrap, min(remaining, 10.0)))
+                _run_sync(
+                    functools.partial(
+                        _probe, handle.bootstrap, min(remaining, 10.0), client_options or {}
+                    )
+                )
                 return
             except Exception as exc:
                 last_problem = f"last metadata request: {exc!r}"
@@ -260,11 +288,13 @@ def _accepts_connections(host: str, port: int) -> bool:
         return False
 
 
-async def _probe(bootstrap: str, timeout_s: float) -> None:
+async def _probe(bootstrap: str, timeout_s: float, client_options: dict[str, Any]) -> None:
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, request_timeout_ms=max(int(timeout_s * 1000), 1000)
+        bootstrap_servers=bootstrap,
+        request_timeout_ms=max(int(timeout_s * 1000), 1000),
+        **client_options,
     )
     try:
         await asyncio.wait_for(admin.start(), timeout_s)

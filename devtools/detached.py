@@ -8,6 +8,7 @@ from pathlib import Path
 from devtools.broker import LOG_FILE, start_broker
 from devtools.handle import BrokerHandle
 from devtools.kafka_home import state_path
+from devtools.security import SecureSetup
 
 
 def write_state(root: Path, handle: BrokerHandle) -> Path:
@@ -19,6 +20,7 @@ def write_state(root: Path, handle: BrokerHandle) -> Path:
         "bootstrap": handle.bootstrap,
         "data_dir": str(handle.data_dir),
         "log_path": str(handle.log_path),
+        **({"security_dir": str(handle.security_dir)} if handle.security_dir else {}),
     }
     temporary = path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(state, indent=2) + "\n")
@@ -36,6 +38,7 @@ def read_state(root: Path) -> BrokerHandle | None:
             bootstrap=str(state["bootstrap"]),
             data_dir=data_dir,
             log_path=Path(state.get("log_path") or data_dir / LOG_FILE),
+            security_dir=Path(state["security_dir"]) if state.get("security_dir") else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -47,12 +50,13 @@ def ensure_broker(
     port: int | None = None,
     controller_port: int | None = None,
     timeout_s: float = 90,
+    secure: SecureSetup | None = None,
 ) -> BrokerHandle:
     """Return the live broker from the state file, or start one detached and record it."""
     current = read_state(root)
     if current is not None and current.is_alive():
         return current
-    handle = start_broker(root, data_dir, port, controller_port, timeout_s)
+    handle = start_broker(root, data_dir, port, controller_port, timeout_s, secure)
     write_state(root, handle)
     return handle
 

@@ -22,6 +22,7 @@ class BrokerHandle:
     bootstrap: str
     data_dir: Path
     log_path: Path
+    security_dir: Path | None = None  # a secured broker's CA and users (devtools.security)
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def is_alive(self) -> bool:

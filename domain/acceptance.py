@@ -14,6 +14,7 @@ from domain.events import (
     JobStarted,
     JobSubmitted,
     NodeHeartbeat,
+    NodesAlive,
     QueueConfigured,
     QueueDeleted,
     Tick,
@@ -50,6 +51,11 @@ def _accept(event: Event, state: State) -> str | None:
 @_accept.register
 def _(event: Tick, state: State) -> str | None:
     return "Tick records are appended by the scheduler only"
+
+
+@_accept.register
+def _(event: NodesAlive, state: State) -> str | None:
+    return "NodesAlive records are appended by the scheduler only"
 
 
 @_accept.register

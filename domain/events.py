@@ -336,7 +336,23 @@ class Tick(Strict):
 AdminEvent = QueueConfigured | QueueDeleted | ClusterConfigured
 JobEvent = JobSubmitted | JobCancelled
 NodeEvent = NodeHeartbeat | JobStarted | JobFinished | JobPreempted
-Event = AdminEvent | JobEvent | NodeEvent | Tick
+
+
+class NodesAlive(Strict):
+    """Nodes heard from since their last journaled heartbeat, each with the ts it was last heard.
+
+    Appended by the sequencer only, instead of journaling heartbeats that change nothing the
+    core sees, so the journal does not grow with idle time (docs/scheduler.md, Liveness).
+    """
+
+    type: Literal["NodesAlive"] = "NodesAlive"
+    seen: Annotated[
+        dict[NodeId, Annotated[int, Field(ge=0, le=limits.TS_MAX)]],
+        Field(max_length=limits.NODES_ALIVE_MAX),
+    ]
+
+
+Event = AdminEvent | JobEvent | NodeEvent | Tick | NodesAlive
 
 EVENT_TYPES: dict[str, type[Strict]] = {
     cls.__name__: cls
@@ -351,6 +367,7 @@ EVENT_TYPES: dict[str, type[Strict]] = {
         JobFinished,
         JobPreempted,
         Tick,
+        NodesAlive,
     )
 }
 

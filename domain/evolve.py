@@ -14,6 +14,7 @@ from domain.events import (
     JobStarted,
     JobSubmitted,
     NodeHeartbeat,
+    NodesAlive,
     QueueConfigured,
     QueueDeleted,
     Tick,
@@ -141,6 +142,19 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
         node.last_heartbeat_ts = ts
     state.node_index.update(node)
     heapq.heappush(state.heartbeat_expiry, (ts + state.cluster.heartbeat_timeout_s * 1000, node.id))
+
+
+@_evolve.register
+def _(event: NodesAlive, state: State, seq: int, ts: int) -> None:
+    # A node heard again only moves its expiry; a lost or unknown one needs a full heartbeat.
+    timeout_ms = state.cluster.heartbeat_timeout_s * 1000
+    for node_id in sorted(event.seen):
+        node = state.nodes.get(node_id)
+        heard = min(event.seen[node_id], ts)
+        if node is None or node.lost or heard <= node.last_heartbeat_ts:
+            continue
+        node.last_heartbeat_ts = heard
+        heapq.heappush(state.heartbeat_expiry, (heard + timeout_ms, node_id))
 
 
 @_evolve.register

@@ -74,6 +74,8 @@ DURATION_S_MAX = 1_000_000_000
 # stop request within a tick. The minimum stays 1 ms, as before, so older journals decode.
 TICK_MS_MIN = 1
 TICK_MS_MAX = 60_000
+# Nodes one NodesAlive record names: about 40 bytes each keeps a record far below Kafka's 1 MB.
+NODES_ALIVE_MAX = 10_000
 ATTEMPT_MAX = 2**31 - 1  # attempts count requeues of one job
 
 

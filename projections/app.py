@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from domain.codec import decode_journal
 from projections.api import route
 from projections.checkpoint import CheckpointError, header, load
+from projections.http_security import authorized, server_tls
 from projections.projector import Projector
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,11 @@ class Settings:
     checkpoint: Path | None = None  # None: no checkpoint, rebuild on every start
     checkpoint_records: int = 10_000
     checkpoint_s: float = 5.0
+    # aiokafka's security keyword arguments (the command line builds them from its flags).
+    kafka_options: dict[str, Any] = field(default_factory=dict)
+    token: str | None = None  # bearer token required for everything but /health
+    tls_cert: Path | None = None  # serve HTTPS with this certificate chain and key (PEM)
+    tls_key: Path | None = None
 
 
 def code_fingerprint() -> str:
@@ -137,7 +143,9 @@ class Process:
     async def _partitions(self) -> list[TopicPartition]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 60
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self.settings.bootstrap, **self.settings.kafka_options
+        )
         await admin.start()
         try:
             while True:
@@ -178,6 +186,7 @@ class Process:
         self._load_checkpoint()
         consumer = self.consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.bootstrap,
+            **self.settings.kafka_options,
             group_id=None,
             isolation_level="read_committed",
             enable_auto_commit=False,
@@ -190,9 +199,15 @@ class Process:
             consumer.assign(self.partitions)
             await self._position()
             await runner.setup()
-            await web.TCPSite(runner, self.settings.host, self.settings.port).start()
+            tls = server_tls(self.settings.tls_cert, self.settings.tls_key)
+            await web.TCPSite(
+                runner, self.settings.host, self.settings.port, ssl_context=tls
+            ).start()
             log.warning(
-                "projections serving on http://%s:%d", self.settings.host, self.settings.port
+                "projections serving on %s://%s:%d",
+                "https" if tls else "http",
+                self.settings.host,
+                self.settings.port,
             )
             await self._consume()
         finally:
@@ -224,6 +239,8 @@ class Process:
             if restart:
                 await self._position()
                 continue
+            if self.projector.view.state.group_open and await self._journal_at_end():
+                self.projector.settle()
             unsaved, since = self.projector.unsaved, loop.time() - last_checkpoint
             # Taking a checkpoint stops the fold while the view is serialized: waiting ten
             # times as long as the last one took keeps that under a tenth of the time, also
@@ -235,6 +252,19 @@ class Process:
             if due:
                 await self._checkpoint()
                 last_checkpoint = loop.time()
+
+    async def _journal_at_end(self) -> bool:
+        """Whether every committed journal record has been read (position at the last stable
+        offset): then the last batch read is whole."""
+        consumer = self.consumer
+        assert consumer is not None
+        for tp in self.partitions:
+            if tp.topic != self.settings.journal:
+                continue
+            stable = consumer.last_stable_offset(tp)
+            if stable is None or await consumer.position(tp) < stable:
+                return False
+        return True
 
     def _continues(self, value: bytes) -> bool:
         """Whether the first journal record after a resume is the one the checkpoint expects."""
@@ -277,6 +307,17 @@ class Process:
 
     def _web(self) -> web.Application:
         async def answer(request: web.Request) -> web.Response:
+            if not authorized(
+                request.path, request.headers.get("Authorization"), self.settings.token
+            ):
+                return web.Response(
+                    body=orjson.dumps(
+                        {"error": "a bearer token is required (Authorization: Bearer ...)"}
+                    ),
+                    content_type="application/json",
+                    status=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="quotaflow"'},
+                )
             view = self.projector.view
             view.process["read_since_start"] = {
                 "journal": self.projector.journal_fed,

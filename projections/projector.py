@@ -61,6 +61,24 @@ class Projector:
         self._since.append(("journal", value))
         self._advance(where, offset)
 
+    def settle(self) -> None:
+        """The journal read so far ends with a whole batch: run its group's cycle now.
+
+        The scheduler writes each batch in one transaction with a ts of its own, so once a
+        read_committed reader is at the journal's end no record of the open group can follow;
+        closing it now emits what closing it at the next record would. Without this the view
+        would lag one batch behind while the scheduler journals nothing (no Ticks while idle).
+        """
+        if not self.view.state.group_open:
+            return
+        try:
+            self.view.finish()
+        except Exception as exc:
+            self._fall_back()
+            errors = self.view.errors
+            errors.append(f"journal: closing seq {self.view.state.seq}'s group: {_why(exc)}")
+            del errors[:-MAX_ERRORS]
+
     def command(self, where: str, offset: int, value: bytes) -> None:
         """One record read from quotaflow.commands: checked against the commands folded."""
         self.fed += 1

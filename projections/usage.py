@@ -12,6 +12,7 @@ from domain.events import (
     JobSubmitted,
     JournalRecord,
     NodeHeartbeat,
+    NodesAlive,
     Tick,
 )
 from domain.resources import ZERO, Resources
@@ -106,4 +107,4 @@ def may_change_usage(state: State, record: JournalRecord) -> bool:
     if isinstance(event, NodeHeartbeat):
         node = state.nodes.get(event.node)
         return node is None or node.lost or node.capacity != event.capacity.to_resources()
-    return not isinstance(event, Tick | JobSubmitted | JobStarted)
+    return not isinstance(event, Tick | NodesAlive | JobSubmitted | JobStarted)

@@ -54,7 +54,7 @@ from domain.commands import Dispatch, Preempt
 from domain.events import NodeHeartbeat, Strict
 from streams import topics
 from streams.agent_state import AgentState, NodeHeldError, hold_node
-from streams.kafka_io import Topics, idempotent_producer, partitions_of
+from streams.kafka_io import Topics, idempotent_producer, partitions_of, security_options
 
 log = logging.getLogger("quotaflow.agent")
 
@@ -161,6 +161,7 @@ class Agent:
         producer = idempotent_producer(config.bootstrap)
         commands = AIOKafkaConsumer(
             bootstrap_servers=config.bootstrap,
+            **security_options(),
             group_id=config.group_id,
             enable_auto_commit=False,
             isolation_level="read_committed",
@@ -168,6 +169,7 @@ class Agent:
         )
         rejected = AIOKafkaConsumer(
             bootstrap_servers=config.bootstrap,
+            **security_options(),
             enable_auto_commit=False,
             isolation_level="read_committed",
             auto_offset_reset="latest",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -16,15 +17,27 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.errors import TopicAuthorizationFailedError
 
 from streams import topics as names
+from streams.kafka_security import (
+    SECURITY_ENV,
+    KafkaSecurity,
+    current_security,
+    security_options,
+    use_security,
+)
 
 __all__ = [
+    "SECURITY_ENV",
     "TOPIC_CONFIGS",
+    "KafkaSecurity",
     "TopicConfigError",
     "TopicSettings",
     "Topics",
+    "admin_client",
     "check_retention",
+    "current_security",
     "dumps",
     "ensure_topics",
     "idempotent_producer",
@@ -32,10 +45,13 @@ __all__ = [
     "now_ms",
     "read_committed_consumer",
     "read_to_end",
+    "security_options",
     "transactional_producer",
+    "use_security",
 ]
 
 log = logging.getLogger(__name__)
+_NOT_AUTHORIZED = 29  # TOPIC_AUTHORIZATION_FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +77,10 @@ class Topics:
     @property
     def jobs(self) -> str:
         return self.name(names.JOBS)
+
+    def team_jobs(self, team: str) -> str:
+        """A team's own job topic, ``quotaflow.jobs.<team>`` (docs/kafka.md, per-team topics)."""
+        return f"{self.jobs}.{team}"
 
     @property
     def nodes(self) -> str:
@@ -93,6 +113,13 @@ class Topics:
     @property
     def all(self) -> tuple[str, ...]:
         return tuple(self.name(topic) for topic in names.TOPICS)
+
+
+def admin_client(bootstrap: str, security: KafkaSecurity | None = None, **options: Any) -> Any:
+    """An aiokafka admin client with the process's security settings."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **security_options(security), **options)
 
 
 def now_ms() -> int:
@@ -143,11 +170,15 @@ class TopicSettings:
 
 
 async def ensure_topics(
-    bootstrap: str, topics: Topics, settings: TopicSettings | None = None
+    bootstrap: str,
+    topics: Topics,
+    settings: TopicSettings | None = None,
+    teams: Iterable[str] = (),
 ) -> None:
     """Creates the prefixed QuotaFlow topics, with their configuration, unless they exist
-    (idempotent: an existing topic is left as it is; the scheduler checks what it needs)."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    (idempotent: an existing topic is left as it is; the scheduler checks what it needs).
+    ``teams`` adds each team's job topic, configured as ``quotaflow.jobs``."""
+    from aiokafka.admin import NewTopic
 
     settings = settings or TopicSettings()
     wanted = [
@@ -158,8 +189,16 @@ async def ensure_topics(
             topic_configs=settings.config(logical),
         )
         for logical in names.TOPICS
+    ] + [
+        NewTopic(
+            topics.team_jobs(team),
+            1,
+            settings.replication_factor,
+            topic_configs=settings.config(names.JOBS),
+        )
+        for team in sorted(set(teams))
     ]
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    admin = admin_client(bootstrap, request_timeout_ms=30_000)
     await admin.start()
     try:
         response = await admin.create_topics(wanted)
@@ -169,6 +208,9 @@ async def ensure_topics(
             for entry in response.topic_errors
             if entry[1] not in (0, 36)  # no error, TOPIC_ALREADY_EXISTS
         ]
+        refused = sorted(entry[0] for entry in response.topic_errors if entry[1] == _NOT_AUTHORIZED)
+        if refused:
+            raise TopicAuthorizationFailedError(", ".join(refused))
         if failures:
             raise RuntimeError("could not create topics: " + "; ".join(failures))
     finally:
@@ -182,11 +224,10 @@ class TopicConfigError(RuntimeError):
 
 async def topic_configs(bootstrap: str, topic_names: Iterable[str]) -> dict[str, dict[str, str]]:
     """The effective configuration of each existing topic (missing topics are left out)."""
-    from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     wanted = list(topic_names)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = admin_client(bootstrap)
     await admin.start()
     try:
         responses = await admin.describe_configs(
@@ -238,41 +279,69 @@ async def check_retention(bootstrap: str, topics: Topics) -> None:
         )
 
 
-def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
+# Chosen for latency and throughput; measurements in docs/kafka.md (Scheduler settings).
+# Every send of a transaction is awaited before it commits, so lingering only delays the
+# commit: the batch is as large as what one transaction writes, up to PRODUCER_BATCH_BYTES.
+PRODUCER_LINGER_MS = int(os.environ.get("QUOTAFLOW_PRODUCER_LINGER_MS", "0"))
+PRODUCER_BATCH_BYTES = int(os.environ.get("QUOTAFLOW_PRODUCER_BATCH_BYTES", str(256 * 1024)))
+# The scheduler's fetch long-poll: the broker answers a fetch after this long even with no
+# data, so it bounds how long a new input waits when the consumer is idle (aiokafka: 500).
+SCHEDULER_FETCH_WAIT_MS = int(os.environ.get("QUOTAFLOW_FETCH_WAIT_MS", "10"))
+
+
+def transactional_producer(
+    bootstrap: str, transactional_id: str, security: KafkaSecurity | None = None
+) -> AIOKafkaProducer:
     """A producer whose writes commit or vanish together; a newer one with the same id fences it."""
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
+        **security_options(security),
         transactional_id=transactional_id,
         enable_idempotence=True,
         acks="all",
-        linger_ms=5,
+        linger_ms=PRODUCER_LINGER_MS,
+        max_batch_size=PRODUCER_BATCH_BYTES,
     )
 
 
-def idempotent_producer(bootstrap: str) -> AIOKafkaProducer:
+def idempotent_producer(
+    bootstrap: str, security: KafkaSecurity | None = None, **options: Any
+) -> AIOKafkaProducer:
     """A plain producer for ingress writers (clients, agents, tests): no duplicates on retry."""
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        **security_options(security),
+        **options,
+    )
 
 
-def read_committed_consumer(bootstrap: str, group_id: str | None = None) -> AIOKafkaConsumer:
+def read_committed_consumer(
+    bootstrap: str,
+    group_id: str | None = None,
+    security: KafkaSecurity | None = None,
+    *,
+    fetch_max_wait_ms: int = 500,
+) -> AIOKafkaConsumer:
     """A consumer that never sees aborted transactions and commits only when told to."""
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
+        **security_options(security),
         group_id=group_id,
         isolation_level="read_committed",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        fetch_max_wait_ms=fetch_max_wait_ms,
     )
 
 
 async def partitions_of(bootstrap: str, topics: Iterable[str]) -> list[TopicPartition]:
     """Every partition of the topics, sorted; waits briefly for metadata of new topics."""
-    from aiokafka.admin import AIOKafkaAdminClient
-
     wanted = list(topics)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = admin_client(bootstrap)
     await admin.start()
     try:
         while True:
@@ -282,6 +351,9 @@ async def partitions_of(bootstrap: str, topics: Iterable[str]) -> list[TopicPart
                 for entry in described
                 if entry["error_code"] == 0 and entry["partitions"]
             }
+            refused = [e["topic"] for e in described if e["error_code"] == _NOT_AUTHORIZED]
+            if refused:
+                raise TopicAuthorizationFailedError(", ".join(sorted(refused)))
             missing = [topic for topic in wanted if topic not in found]
             if not missing:
                 return sorted(

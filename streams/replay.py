@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from domain.audit import AuditReport, audit
 from domain.codec import decode_command, decode_journal
 from domain.events import JournalRecord
+from streams.journal_reader import end_offsets, iter_journal
 from streams.kafka_io import Topics, partitions_of, read_to_end
 from streams.snapshots import read_snapshots
 
@@ -41,20 +43,21 @@ async def replay(
     counted, not judged.
     """
     topics = Topics.for_prefix(topic_prefix)
-    read = await read_to_end(bootstrap, [topics.journal, topics.commands])
-    journal = _journal_records(read[topics.journal], cluster)
-    commands = [decode_command(r.value) for r in read[topics.commands] if r.value is not None]
+    ends = await end_offsets(bootstrap, topics.journal)
+    commands = await read_commands(bootstrap, topic_prefix)
     found = None
     if snapshots and await _exists(bootstrap, topics.snapshots):
         found = await read_snapshots(bootstrap, topics.snapshots, cluster)
-    return audit(journal, commands, snapshots=found)
+    # The journal streams through the fold in a worker thread (memory bounded by the state).
+    journal = iter_journal(bootstrap, topics.journal, cluster, ends)
+    return await asyncio.to_thread(audit, journal, commands, snapshots=found)
 
 
 async def _exists(bootstrap: str, topic: str) -> bool:
     """Whether the topic exists (a journal written before snapshots has none)."""
-    from aiokafka.admin import AIOKafkaAdminClient
+    from streams.kafka_io import admin_client
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = admin_client(bootstrap)
     await admin.start()
     try:
         described = await admin.describe_topics([topic])

@@ -16,22 +16,39 @@ import hashlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import ProducerFenced
 from aiokafka.structs import OffsetAndMetadata
 
-from domain.codec import DecodeError, decode_ingress, decode_journal, encode_journal
-from domain.commands import NodeCommand
-from domain.decider import accept, apply, close_group, fold, initial_state
-from domain.events import Event, JournalRecord, Tick
+from domain.codec import DecodeError, decode_ingress, encode_journal
+from domain.decider import accept, apply, close_group, initial_state
+from domain.events import Event, JournalRecord, NodeHeartbeat, NodesAlive, Tick
 from domain.limits import REASON_CHARS_MAX, clip
+from domain.liveness import next_due_ts
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
+from domain.teams import team_refusal
+from streams.batch import (
+    SKIP,
+    BatchOutcome,
+    CoreFailure,
+    CycleFailure,
+    InputKey,
+    Pending,
+    SchedulerFenced,
+    Unwritable,
+    command_bytes_or_fail,
+    is_fatal,
+    key_of,
+    next_offsets,
+    where,
+    where_key,
+)
 from streams.kafka_io import (
+    SCHEDULER_FETCH_WAIT_MS,
     Topics,
     TopicSettings,
     check_retention,
@@ -39,13 +56,13 @@ from streams.kafka_io import (
     now_ms,
     partitions_of,
     read_committed_consumer,
-    read_to_end,
     transactional_producer,
 )
+from streams.liveness import LivenessTracker
+from streams.rebuild import load_state
 from streams.records import (
     PRODUCER_STATE_ERRORS,
     RECORD_REFUSALS,
-    command_bytes,
     describe,
     journal_bytes,
     rejection_bytes,
@@ -55,9 +72,8 @@ from streams.snapshots import (
     SNAPSHOT_SECONDS,
     Manifest,
     SnapshotWriter,
-    newest_first,
-    read_journal_from,
 )
+from streams.topics import JOBS
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
 
@@ -65,65 +81,6 @@ log = logging.getLogger("quotaflow.scheduler")
 
 MAX_BATCH = 500  # inputs per transaction: bounds how much one abort throws away
 REBUILD_TIMEOUT_S = 60
-
-InputKey = tuple[str, int, int]  # topic, partition, offset
-
-# A poisoned input whose rejection could not be written either: its offset commits, nothing else.
-_SKIP = "\x00skip"
-
-
-class SchedulerFenced(Exception):
-    """A newer scheduler with the same transactional id took over; this one must stop."""
-
-
-class _CoreFailure(Exception):
-    """The core raised while applying an accepted input: that input is poisoned."""
-
-    def __init__(self, key: InputKey, error: BaseException) -> None:
-        super().__init__(f"{key}: {error!r}")
-        self.key = key
-        self.error = error
-
-
-class _CycleFailure(Exception):
-    """The core raised while running a cycle: no single input is known to be at fault."""
-
-    def __init__(self, error: BaseException, reason: str | None = None) -> None:
-        super().__init__(repr(error))
-        self.error = error
-        self.reason = reason or f"internal error: {clip(repr(error))}"
-
-
-class _Unwritable(_CycleFailure):
-    """Something the batch produced cannot be written (encoding, size, Kafka refused it).
-
-    Like a failing cycle it is isolated input by input; the input it follows is rejected.
-    """
-
-
-@dataclass(slots=True)
-class BatchOutcome:
-    """What one committed batch did (for logs and tests)."""
-
-    journaled: int = 0
-    rejected: int = 0
-    commands: int = 0
-    ts: int = 0
-    last_seq: int = 0
-    aborted: bool = False  # Kafka failed the transaction; inputs were sought back to re-read
-
-
-@dataclass(slots=True)
-class _Pending:
-    """Sends of the open transaction, awaited before it commits so delivery errors surface."""
-
-    futures: list[asyncio.Future[Any]] = field(default_factory=list)
-
-    def add(self, future: asyncio.Future[Any]) -> None:
-        # An aborted transaction never awaits its sends; mark their errors as seen so they
-        # do not reach the event loop's "exception was never retrieved" log.
-        future.add_done_callback(lambda done: done.cancelled() or done.exception())
-        self.futures.append(future)
 
 
 class Scheduler:
@@ -143,6 +100,7 @@ class Scheduler:
         snapshot_records: int = SNAPSHOT_RECORDS,
         snapshot_seconds: float = SNAPSHOT_SECONDS,
         load_snapshots: bool = True,
+        teams: Mapping[str, str] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.cluster = cluster
@@ -168,25 +126,38 @@ class Scheduler:
             self.topics.snapshots, cluster, snapshot_records, snapshot_seconds, clock
         )
         self.load_snapshots = load_snapshots
+        # Per-team job topics -> (team, the queue its jobs must stay at or below): domain/teams.py.
+        self.teams = dict(sorted((teams or {}).items()))
+        self._team_topics = {
+            self.topics.team_jobs(team): (team, root) for team, root in self.teams.items()
+        }
         self._last_journal: asyncio.Future[Any] | None = None  # the open batch's last record
+        # Heartbeats heard but not journaled (they changed nothing but time); see
+        # streams/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
+        self.liveness = LivenessTracker()
+        self._last_commit_ms = 0  # clock of the last committed transaction
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Takes over the transactional id (fencing any older instance), rebuilds, seeks."""
         if self.create_topics:
-            await ensure_topics(self.bootstrap, self.topics, self.topic_settings)
+            await ensure_topics(self.bootstrap, self.topics, self.topic_settings, self.teams)
         # Refuse to run on a journal Kafka may delete: a restart would rebuild from a part.
         await check_retention(self.bootstrap, self.topics)
         # init_transactions first: it aborts a dead predecessor's open transaction and waits
         # for its commit markers, so the journal and offsets read next are final.
         self._producer = transactional_producer(self.bootstrap, self.transactional_id)
         await self._producer.start()
-        self._consumer = read_committed_consumer(self.bootstrap, self.group_id)
+        self._consumer = read_committed_consumer(
+            self.bootstrap, self.group_id, fetch_max_wait_ms=SCHEDULER_FETCH_WAIT_MS
+        )
         await self._consumer.start()
         # Manual assignment: one scheduler per cluster, fenced by its transactional id, so a
         # group rebalance would only add pauses. The group id still stores the offsets.
-        self._partitions = await partitions_of(self.bootstrap, self.topics.ingress)
+        self._partitions = await partitions_of(
+            self.bootstrap, [*self.topics.ingress, *self._team_topics]
+        )
         self._consumer.assign(self._partitions)
         await self.rebuild()
         await self._seek_committed()
@@ -195,7 +166,7 @@ class Scheduler:
             self.cluster,
             self.state.seq,
             self.state.ts,
-            ", ".join(self.topics.ingress),
+            ", ".join([*self.topics.ingress, *self._team_topics]),
         )
 
     async def stop(self) -> None:
@@ -231,22 +202,64 @@ class Scheduler:
             await self.stop()
 
     async def step(self) -> BatchOutcome | None:
-        """Reads one batch (waiting up to tick_ms) and sequences it, or appends a Tick."""
+        """Reads one batch (waiting up to tick_ms, or less when the core has something due
+        sooner) and sequences it, or appends a Tick when the core has something due."""
         if self._needs_recovery:
             await self._recover(seek=True)
             self._needs_recovery = False
         consumer = self._require_consumer()
-        tick_ms = self.state.cluster.tick_ms
-        batch = await consumer.getmany(timeout_ms=tick_ms, max_records=self.max_batch)
+        wait_ms = self.state.cluster.tick_ms
+        due = self._next_due()
+        if due is not None:
+            wait_ms = max(0, min(wait_ms, due - self.clock()))
+        batch = await consumer.getmany(timeout_ms=wait_ms, max_records=self.max_batch)
         inputs = [record for tp in sorted(batch) for record in batch[tp]]
         outcome = None
         if inputs:
             outcome = await self._sequence(inputs)
-        if (outcome is None or outcome.journaled == 0) and self.clock() - self.state.ts >= tick_ms:
-            # Time only enters the journal through records: a Tick lets timers and heartbeat
-            # expiry fire while nothing else happens.
-            outcome = await self._tick()
+        if outcome is None or outcome.journaled == 0:
+            # Time only enters the journal through records: a Tick (or the NodesAlive that
+            # the liveness tracker owes) lets timers and heartbeat expiry fire while nothing
+            # else happens, and only then, so an idle journal stays still.
+            due = self._next_due()
+            if due is not None and self.clock() >= due:
+                outcome = await self._tick()
+        if outcome is None and self.clock() - self._last_commit_ms >= self.state.cluster.tick_ms:
+            await self._confirm_epoch()
         return outcome
+
+    async def _confirm_epoch(self) -> None:
+        """An idle scheduler journals nothing, so it would not learn that a newer instance took
+        over. A transaction that only commits the consumer's offsets again (no journal record)
+        meets the newer epoch, so a fenced scheduler stops within tick_ms even when idle."""
+        producer, consumer = self._require_producer(), self._require_consumer()
+        offsets = {
+            tp: OffsetAndMetadata(await consumer.position(tp), "") for tp in self._partitions
+        }
+        try:
+            async with producer.transaction():
+                await producer.send_offsets_to_transaction(offsets, self.group_id)
+        except ProducerFenced as exc:
+            raise SchedulerFenced(str(exc)) from exc
+        except Exception as exc:
+            if is_fatal(producer):
+                raise SchedulerFenced(repr(exc)) from exc
+            log.warning("idle epoch check failed (%r); recovering from the journal", exc)
+            if isinstance(exc, PRODUCER_STATE_ERRORS):
+                await self._restart_producer()
+            self._needs_recovery = True
+        self._last_commit_ms = self.clock()
+
+    def _next_due(self) -> int | None:
+        """When the core next has something due that no journal record has yet reached."""
+        due = next_due_ts(self.state)
+        # A due time the journal has passed was acted on by that record's cycle already.
+        if due is not None and due <= self.state.ts:
+            due = None
+        refresh = self.liveness.refresh_at()  # nodes heard whose lease is half gone
+        if refresh is not None and (due is None or refresh < due):
+            return refresh
+        return due
 
     # -- rebuild --------------------------------------------------------------------------
 
@@ -274,55 +287,9 @@ class Scheduler:
         self.snapshots.loaded(manifest, self.clock())
 
     async def _load(self) -> tuple[State, Manifest | None]:
-        if self.load_snapshots:
-            try:
-                found = await self._from_snapshot()
-            except Exception as exc:  # the journal alone is always enough
-                log.warning("could not read snapshots (%r); reading the whole journal", exc)
-                found = None
-            if found is not None:
-                return found
-        state = initial_state()
-        read = await read_to_end(self.bootstrap, self.topics.journal)
-        for raw in read[self.topics.journal]:
-            if raw.key != self._key or raw.value is None:
-                continue  # another cluster's record on a shared journal
-            state, _ = fold(state, decode_journal(raw.value), self.plugins)
-        state, _ = close_group(state, self.plugins)
-        return state, None
-
-    async def _from_snapshot(self) -> tuple[State, Manifest] | None:
-        """The newest snapshot that the journal confirms, folded on to the journal's end."""
-        snapshots = newest_first(self.bootstrap, self.topics.snapshots, self.cluster)
-        async with contextlib.aclosing(snapshots):
-            async for loaded in snapshots:
-                manifest = loaded.manifest
-                tail = await read_journal_from(
-                    self.bootstrap, self.topics.journal, manifest.journal_offset, self._key
-                )
-                # The record at the snapshot's offset must be the one with its seq, and the
-                # tail must follow it without a gap; otherwise try an older snapshot.
-                seqs = [record.seq for record in tail]
-                if not seqs or seqs != list(range(manifest.seq, manifest.seq + len(seqs))):
-                    log.warning(
-                        "snapshot at seq %d passed over: the journal at offset %d does not "
-                        "continue it",
-                        manifest.seq,
-                        manifest.journal_offset,
-                    )
-                    continue
-                state = loaded.state
-                for record in tail[1:]:
-                    state, _ = fold(state, record, self.plugins)
-                state, _ = close_group(state, self.plugins)
-                log.info(
-                    "state from the snapshot at seq %d plus %d journal records",
-                    manifest.seq,
-                    len(tail) - 1,
-                )
-                return state, manifest
-        log.info("no usable snapshot; reading the whole journal")
-        return None
+        return await load_state(
+            self.bootstrap, self.topics, self.cluster, self.plugins, self.load_snapshots
+        )
 
     async def _seek_committed(self) -> None:
         consumer = self._require_consumer()
@@ -350,27 +317,27 @@ class Scheduler:
             batch = queue.pop(0)
             try:
                 outcome = await self._transact(batch, poisoned)
-            except _CoreFailure as failure:
-                log.exception("internal error applying %s; rejecting it", _where_key(failure.key))
+            except CoreFailure as failure:
+                log.exception("internal error applying %s; rejecting it", where_key(failure.key))
                 poisoned[failure.key] = f"internal error: {clip(repr(failure.error))}"
                 await self._recover(seek=False)
                 queue.insert(0, batch)
                 continue
-            except _CycleFailure as failure:
+            except CycleFailure as failure:
                 await self._recover(seek=False)
-                live = [r for r in batch if _key_of(r) not in poisoned]
-                unwritable = isinstance(failure, _Unwritable)
+                live = [r for r in batch if key_of(r) not in poisoned]
+                unwritable = isinstance(failure, Unwritable)
                 if len(live) > 1 or (unwritable and len(batch) > 1):
                     log.warning("%s; retrying the batch input by input", failure.reason)
                     queue[:0] = [[record] for record in batch]
                 elif live:
-                    log.error("%s: %s", _where(live[0]), failure.reason, exc_info=not unwritable)
-                    poisoned[_key_of(live[0])] = failure.reason
+                    log.error("%s: %s", where(live[0]), failure.reason, exc_info=not unwritable)
+                    poisoned[key_of(live[0])] = failure.reason
                     queue.insert(0, batch)
-                elif unwritable and poisoned.get(_key_of(batch[0])) != _SKIP:
+                elif unwritable and poisoned.get(key_of(batch[0])) != SKIP:
                     # Not even its rejection could be written: let its offset pass alone,
                     # so the inputs behind it go on.
-                    poisoned[_key_of(batch[0])] = _SKIP
+                    poisoned[key_of(batch[0])] = SKIP
                     queue.insert(0, batch)
                 else:
                     # Unreachable while the core only cycles after an accepted input; if it
@@ -383,6 +350,7 @@ class Scheduler:
                 break  # the consumer was sought back: these inputs will be read again
             total.journaled += outcome.journaled
             total.rejected += outcome.rejected
+            total.heard += outcome.heard
             total.commands += outcome.commands
             total.ts, total.last_seq = outcome.ts, outcome.last_seq
         return total
@@ -390,7 +358,7 @@ class Scheduler:
     async def _tick(self) -> BatchOutcome | None:
         try:
             return await self._transact([], {}, tick=True)
-        except (_CoreFailure, _CycleFailure) as failure:
+        except (CoreFailure, CycleFailure) as failure:
             log.error("internal error on tick: %r; state rebuilt from the journal", failure)
             await self._recover(seek=False)
             return None
@@ -407,41 +375,49 @@ class Scheduler:
         # Never reuse a ts: a later batch would otherwise join the previous group on replay.
         ts = max(self.clock(), self.state.ts + 1)
         outcome = BatchOutcome(ts=ts)
-        pending = _Pending()
+        pending = Pending()
+        alive: list[NodesAlive] = []
         try:
             async with producer.transaction():
+                # Nodes heard since their last journaled heartbeat go first, when the core
+                # would otherwise find one of them silent in this batch's cycle.
+                alive = self.liveness.due(self.state, ts)
+                for event in alive:
+                    await self._journal(event, ts, pending)
+                    self._apply(event, ts, None)
+                    outcome.journaled += 1
                 for record in inputs:
                     await self._sequence_one(record, ts, poisoned, pending, outcome)
-                if tick:
+                if tick and not alive:
                     await self._journal(Tick(), ts, pending)
                     self._apply(Tick(), ts, None)
                     outcome.journaled += 1
                 try:
                     self.state, commands = close_group(self.state, self.plugins)
                 except Exception as exc:
-                    raise _CycleFailure(exc) from exc
+                    raise CycleFailure(exc) from exc
                 for command in commands:
                     pending.add(
                         await producer.send(
                             self.topics.commands,
-                            _command_bytes(command),
+                            command_bytes_or_fail(command),
                             key=command.node.encode(),
                         )
                     )
                 outcome.commands = len(commands)
-                offsets = _next_offsets(inputs)
+                offsets = next_offsets(inputs)
                 if offsets:
                     await producer.send_offsets_to_transaction(offsets, self.group_id)
                 if outcome.journaled and self.snapshots.due(self.state.seq, self.clock()):
                     await self._snapshot()
                 await asyncio.gather(*pending.futures)
-        except (_CoreFailure, _CycleFailure):
+        except (CoreFailure, CycleFailure):
             raise
         except ProducerFenced as exc:
             raise SchedulerFenced(str(exc)) from exc
         except Exception as exc:
             # A fatal producer state means our epoch is gone: a newer instance owns the id.
-            if _is_fatal(producer):
+            if is_fatal(producer):
                 raise SchedulerFenced(repr(exc)) from exc
             if isinstance(exc, RECORD_REFUSALS):
                 # Retrying these records can never succeed. A refused batch also leaves the
@@ -449,7 +425,7 @@ class Scheduler:
                 # producer (a new epoch) takes over before the inputs are isolated one by one.
                 await self._restart_producer()
                 reason = f"Kafka refused to write what this input produced: {describe(exc)}"
-                raise _Unwritable(exc, reason) from exc
+                raise Unwritable(exc, reason) from exc
             # Anything else (broker unavailable, timeout): the transaction's outcome is in the
             # journal and the committed offsets, so read them back and carry on from there.
             log.warning("transaction failed (%r); rebuilding from the journal", exc)
@@ -458,6 +434,8 @@ class Scheduler:
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
         self.committed_seq = self.state.seq
+        self._last_commit_ms = self.clock()
+        self.liveness.committed(self.state, alive)
         self.snapshots.committed(self.clock())
         outcome.last_seq = self.state.seq
         log.debug(
@@ -492,15 +470,15 @@ class Scheduler:
         record: ConsumerRecord[bytes, bytes],
         ts: int,
         poisoned: dict[InputKey, str],
-        pending: _Pending,
+        pending: Pending,
         outcome: BatchOutcome,
     ) -> None:
-        key = _key_of(record)
+        key = key_of(record)
         reason = poisoned.get(key)
-        if reason == _SKIP:
+        if reason == SKIP:
             log.error(
                 "skipped %s: not even its rejection could be written (%d bytes, sha256 %s)",
-                _where(record),
+                where(record),
                 len(record.value or b""),
                 hashlib.sha256(record.value or b"").hexdigest(),
             )
@@ -510,12 +488,23 @@ class Scheduler:
         if reason is None:
             try:
                 # decode_ingress refuses an input over limits.INPUT_BYTES_MAX before parsing it.
-                event = decode_ingress(self.topics.logical(record.topic), record.value or b"")
-                reason = accept(self.state, event)
+                team = self._team_topics.get(record.topic)
+                logical = JOBS if team else self.topics.logical(record.topic)
+                event = decode_ingress(logical, record.value or b"")
+                if team is not None:
+                    reason = team_refusal(self.state, team[0], team[1], event)
+                reason = reason or accept(self.state, event)
             except DecodeError as exc:
                 reason = str(exc)
             except Exception as exc:
-                raise _CoreFailure(key, exc) from exc
+                raise CoreFailure(key, exc) from exc
+        if (
+            reason is None
+            and isinstance(event, NodeHeartbeat)
+            and self.liveness.absorb(self.state, event, ts)
+        ):
+            outcome.heard += 1
+            return  # nothing the core sees changed but time: no journal record
         if reason is None and event is not None:
             # Checked before sending: a record Kafka would refuse must not fail the batch.
             journaled, reason = journal_bytes(
@@ -532,7 +521,7 @@ class Scheduler:
         self._apply(event, ts, key)
         outcome.journaled += 1
 
-    async def _journal(self, event: Event, ts: int, pending: _Pending) -> None:
+    async def _journal(self, event: Tick | NodesAlive, ts: int, pending: Pending) -> None:
         record = JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
         self._last_journal = await self._require_producer().send(
             self.topics.journal, encode_journal(record), key=self._key
@@ -544,15 +533,15 @@ class Scheduler:
             apply(self.state, event, self.state.seq + 1, ts)
         except Exception as exc:
             if key is None:
-                raise _CycleFailure(exc) from exc
-            raise _CoreFailure(key, exc) from exc
+                raise CycleFailure(exc) from exc
+            raise CoreFailure(key, exc) from exc
 
     async def _reject(
-        self, record: ConsumerRecord[bytes, bytes], ts: int, reason: str, pending: _Pending
+        self, record: ConsumerRecord[bytes, bytes], ts: int, reason: str, pending: Pending
     ) -> None:
         # Bounded, with where the input came from, its size and hash (streams/records.py).
         raw = rejection_bytes(record, ts, reason)
-        log.info("rejected %s: %s", _where(record), clip(reason, REASON_CHARS_MAX))
+        log.info("rejected %s: %s", where(record), clip(reason, REASON_CHARS_MAX))
         pending.add(await self._require_producer().send(self.topics.rejected, raw))
 
     # -- helpers --------------------------------------------------------------------------
@@ -568,41 +557,6 @@ class Scheduler:
         return self._consumer
 
 
-def _command_bytes(command: NodeCommand) -> bytes:
-    """The command's bytes; a command that cannot be written fails the batch as _Unwritable."""
-    raw, reason = command_bytes(command)
-    if reason is not None:
-        raise _Unwritable(ValueError(reason), reason)
-    return raw
-
-
-def _is_fatal(producer: AIOKafkaProducer) -> bool:
-    manager = producer._txn_manager
-    return manager is not None and bool(manager.is_fatal_error())
-
-
-def _key_of(record: ConsumerRecord[bytes, bytes]) -> InputKey:
-    return (record.topic, record.partition, record.offset)
-
-
-def _where_key(key: InputKey) -> str:
-    return f"{key[0]}[{key[1]}]@{key[2]}"
-
-
-def _where(record: ConsumerRecord[bytes, bytes]) -> str:
-    return _where_key(_key_of(record))
-
-
-def _next_offsets(
-    inputs: Sequence[ConsumerRecord[bytes, bytes]],
-) -> dict[TopicPartition, OffsetAndMetadata]:
-    offsets: dict[TopicPartition, int] = {}
-    for record in inputs:
-        tp = TopicPartition(record.topic, record.partition)
-        offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
-    return {tp: OffsetAndMetadata(offset, "") for tp, offset in offsets.items()}
-
-
 async def run_scheduler(
     bootstrap: str,
     cluster: str = "default",
@@ -613,6 +567,7 @@ async def run_scheduler(
     snapshot_records: int | None = None,
     snapshot_seconds: float | None = None,
     load_snapshots: bool = True,
+    teams: Mapping[str, str] | None = None,
 ) -> None:
     """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance."""
     scheduler = Scheduler(
@@ -623,6 +578,7 @@ async def run_scheduler(
         snapshot_records=SNAPSHOT_RECORDS if snapshot_records is None else snapshot_records,
         snapshot_seconds=SNAPSHOT_SECONDS if snapshot_seconds is None else snapshot_seconds,
         load_snapshots=load_snapshots,
+        teams=teams,
     )
     await scheduler.run(stop)
 

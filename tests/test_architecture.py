@@ -135,15 +135,10 @@ def wrong_directions(edges: dict[str, set[str]]) -> list[str]:
 # -- the project ----------------------------------------------------------------------------
 
 
-# No cycle is known: the cycle package's protocols broke the one that tied the plugins to the
-# session. The comparison is exact, so any new cycle fails the test.
-KNOWN_CYCLES: list[list[str]] = []
-
-
 def test_no_module_takes_part_in_an_import_cycle() -> None:
     found = cycles(graph(ROOT))
-    assert found == KNOWN_CYCLES, "import cycles (break each one):\n" + "\n".join(
-        " <-> ".join(c) for c in found if c not in KNOWN_CYCLES
+    assert found == [], "import cycles (break each one):\n" + "\n".join(
+        " <-> ".join(c) for c in found
     )
 
 

@@ -72,10 +72,10 @@ class Cluster:
         self.ts = ts
         emitted: list[NodeCommand] = []
         for item in events:
-            # Ticks come from the sequencer itself, so they skip admission as there.
+            # Ticks and NodesAlive come from the sequencer itself, so they skip admission.
             reason = (
                 None
-                if item.type == "Tick"
+                if item.type in ("Tick", "NodesAlive")
                 else accept(self.state, item, tuple(self.plugins.queue_policies))
             )
             if reason is not None:

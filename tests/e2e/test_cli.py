@@ -161,6 +161,7 @@ def test_schema_describes_every_event_and_command() -> None:
         "JobFinished",
         "JobPreempted",
         "Tick",
+        "NodesAlive",
         "Dispatch",
         "Preempt",
         "Rejected",
