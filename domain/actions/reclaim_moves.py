@@ -8,20 +8,20 @@ onto nodes whose room only frees once a victim stops). The first combination tha
 job fit is issued: victims stop (reason of the rule), moved jobs are dispatched at their new
 place before their old tasks stop (reason `consolidation`), and the room is held for the job.
 Only for a queue below its deserved quota (the promise it keeps). Bounded: at most
-MAX_VICTIMS victims, each followed by one bounded move plan; at most MAX_PLANS plans per
-cycle, and a job shape whose plan failed is not planned again while nothing changed.
+MAX_VICTIMS victims, and a bounded move plan only once the total free room could hold the
+job; at most MAX_PLANS jobs planned per cycle, and a job shape whose plan failed is not planned again while nothing changed.
 """
 
 from __future__ import annotations
 
-from domain.actions.consolidate import Move, carry_out, plan_moves
+from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
 from domain.cycle.framework import Cycle, Outcome, PreemptionRule
 from domain.placement import Plan
 from domain.rules.reclaim_deserved import below_deserved
 from domain.state import Job
 
 MAX_VICTIMS = 16
-MAX_PLANS = 8
+MAX_PLANS = 2
 
 
 class _Budget:
@@ -82,6 +82,7 @@ def _plan(
         ),
         key=lambda victim: _order(cycle, victim),
     )
+    request = job.per_task * job.tasks
     everything = statement.checkpoint()
     taken: list[Job] = []
     freed: set[str] = set()
@@ -98,6 +99,8 @@ def _plan(
             continue
         taken.append(victim)
         freed |= {node_id for node_id, _ in placed}
+        if not request.fits_in(free_room(state, job)):
+            continue  # not even the total free room would hold it yet: plan nothing
         planned = plan_moves(cycle, job, job.tasks, frozenset(freed))
         if planned is not None and rule.allows_after(cycle, job, taken):
             found = (list(taken), planned[0], planned[1])
