@@ -262,7 +262,9 @@ class _Walk:
         if victim.id in self.skipped or self.next_index.get(victim.id, 0) > step.index:
             return
         added: list[VictimStep] = []
-        for earlier in victim_steps(victim)[self.next_index.get(victim.id, 0) : step.index + 1]:
+        start = self.next_index.get(victim.id, 0)
+        pending = [step] if start == step.index else victim_steps(victim)[start : step.index + 1]
+        for earlier in pending:
             self.room.take(earlier)
             added.append(earlier)
         # Only the usage of this victim's queues changed: the set was acceptable before, so
