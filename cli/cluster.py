@@ -7,7 +7,8 @@ from typing import Any
 
 import orjson
 
-from cli.common import EXIT_USAGE, CliError, _Parser, _positive_int, _produce, validate
+from cli.common import EXIT_USAGE, CliError, _Parser, _positive_int, validate
+from cli.verdicts import add_wait_options, deliver
 from domain.codec import DecodeError, event_to_wire
 from streams import topics
 
@@ -28,6 +29,7 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
         "--consolidation", action=argparse.BooleanOptionalAction, default=None, help="default on"
     )
     configure.add_argument("--tick-ms", type=_positive_int, help="default 1000")
+    add_wait_options(configure)
     configure.set_defaults(handler=_cluster_configure)
 
 
@@ -42,13 +44,11 @@ def _cluster_configure(args: argparse.Namespace) -> int:
     except DecodeError as exc:
         raise CliError(f"cluster configure: {exc}", EXIT_USAGE) from None
     # ClusterConfigured replaces the whole configuration: send it explicit, defaults included.
-    _produce(args, topics.ADMIN, [(args.cluster, orjson.dumps(event_to_wire(event)))])
-    print(
-        "configured "
-        + " ".join(
-            f"{key}={orjson.dumps(value).decode()}"
-            for key, value in event_to_wire(event).items()
-            if key != "type"
-        )
+    label = "configured " + " ".join(
+        f"{key}={orjson.dumps(value).decode()}"
+        for key, value in event_to_wire(event).items()
+        if key != "type"
     )
-    return 0
+    return deliver(
+        args, topics.ADMIN, [(args.cluster, orjson.dumps(event_to_wire(event)))], [label]
+    )

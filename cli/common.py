@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -14,7 +13,7 @@ from typing import Any, NoReturn
 import orjson
 import yaml
 
-from domain.codec import DecodeError, decode_ingress
+from domain.codec import decode_ingress
 from domain.events import Event
 
 BOOTSTRAP_ENV = "QUOTAFLOW_BOOTSTRAP"
@@ -84,21 +83,23 @@ def parse_pairs(pairs: Iterable[str], flag: str) -> dict[str, str]:
 
 
 def resolve_bootstrap(explicit: str | None) -> str:
-    """--bootstrap, else $QUOTAFLOW_BOOTSTRAP, else the running `kafka start` broker, else the default."""
-    if explicit:
-        return explicit
-    from_env = os.environ.get(BOOTSTRAP_ENV)
-    if from_env:
-        return from_env
+    """--bootstrap, else $QUOTAFLOW_BOOTSTRAP, else the config file, else the running `kafka start` broker, else the default."""
+    from cli.config import setting
+
+    configured = setting("bootstrap", explicit)
+    if configured:
+        return configured
     from devtools.detached import read_state
+    from devtools.detached_cluster import read_cluster_state
     from devtools.kafka_home import BrokerError, project_root
 
     try:
-        handle = read_state(project_root())
+        root = project_root()
     except BrokerError:  # installed without a checkout (e.g. in a container): no local broker
-        handle = None
-    if handle is not None and handle.is_alive():
-        return handle.bootstrap
+        return FALLBACK_BOOTSTRAP
+    for handle in (read_cluster_state(root), read_state(root)):
+        if handle is not None and handle.is_alive():
+            return handle.bootstrap
     return FALLBACK_BOOTSTRAP
 
 
@@ -126,58 +127,6 @@ def _run_until_signalled(factory: Callable[[asyncio.Event], Any]) -> int:
 def validate(topic: str, body: dict[str, Any]) -> Event:
     """The scheduler's own decoding, run locally so a mistake is reported before sending."""
     return decode_ingress(topic, orjson.dumps(body))
-
-
-async def _send(bootstrap: str, topic: str, messages: list[tuple[str, bytes]]) -> None:
-    from aiokafka.errors import ClusterAuthorizationFailedError
-
-    from streams.kafka_io import idempotent_producer
-
-    producer = idempotent_producer(bootstrap, request_timeout_ms=int(SEND_TIMEOUT_S * 1000))
-    try:
-        await asyncio.wait_for(producer.start(), SEND_TIMEOUT_S)
-        partitions = await asyncio.wait_for(producer.partitions_for(topic), SEND_TIMEOUT_S)
-        if not partitions:
-            raise CliError(
-                f"topic {topic} does not exist on {bootstrap} (create it: quotaflow kafka topics)"
-            )
-        for key, value in messages:
-            await asyncio.wait_for(
-                producer.send_and_wait(topic, value, key=key.encode()), SEND_TIMEOUT_S
-            )
-    except ClusterAuthorizationFailedError:
-        # An idempotent producer asks for a producer id first, which needs Write on some topic.
-        from streams.kafka_io import current_security
-
-        raise CliError(
-            f"not authorized: Kafka refused user {current_security().username!r} any write, so "
-            f"also to topic {topic} (its role does not allow it; docs/kafka.md, Production "
-            "security)"
-        ) from None
-    except TimeoutError:
-        raise CliError(
-            f"no answer from Kafka at {bootstrap} about topic {topic} within {SEND_TIMEOUT_S:.0f}s "
-            "(does the topic exist? quotaflow kafka topics creates it)"
-        ) from None
-    finally:
-        await producer.stop()
-
-
-def _produce(args: argparse.Namespace, topic: str, messages: list[tuple[str, bytes]]) -> None:
-    asyncio.run(
-        _send(resolve_bootstrap(args.bootstrap), topic_name(args.topic_prefix, topic), messages)
-    )
-
-
-def _send_one(
-    args: argparse.Namespace, what: str, topic: str, key: str, body: dict[str, Any]
-) -> None:
-    """Validates one event with the scheduler's codec, then produces it."""
-    try:
-        validate(topic, body)
-    except DecodeError as exc:
-        raise CliError(f"{what}: {exc}", EXIT_USAGE) from None
-    _produce(args, topic, [(key, orjson.dumps(body))])
 
 
 def _read_source(path: str) -> str:

@@ -16,10 +16,10 @@ from cli.common import (
     _non_negative_float,
     _non_negative_int,
     _positive_int,
-    _produce,
     parse_pairs,
     validate,
 )
+from cli.verdicts import add_wait_options, check, deliver
 from domain.codec import DecodeError
 from streams import topics
 
@@ -55,9 +55,11 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
         "--selector", action="append", default=[], metavar="K=V", help="node label required"
     )
     submit.add_argument("--user", help="who submits it")
+    add_wait_options(submit)
     submit.set_defaults(handler=_submit)
     cancel = commands.add_parser("cancel", parents=[kafka_options], help="cancel a job")
     cancel.add_argument("job", metavar="JOB")
+    add_wait_options(cancel)
     cancel.set_defaults(handler=_cancel)
     for parser in (submit, cancel):
         parser.add_argument(
@@ -115,10 +117,12 @@ def _submit(args: argparse.Namespace) -> int:
         bodies.append(body)
     if not bodies:
         raise CliError(f"submit: {args.file} holds no jobs", EXIT_USAGE)
-    _produce(args, _jobs_topic(args), [(str(body["job"]), orjson.dumps(body)) for body in bodies])
-    for body in bodies:
-        print(f"submitted {body['job']} to queue {body.get('queue')}")
-    return 0
+    return deliver(
+        args,
+        _jobs_topic(args),
+        [(str(body["job"]), orjson.dumps(body)) for body in bodies],
+        [f"submitted {body['job']} to queue {body.get('queue')}" for body in bodies],
+    )
 
 
 def _job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -167,10 +171,7 @@ def _job_body(item: Any, where: str) -> dict[str, Any]:
 
 def _cancel(args: argparse.Namespace) -> int:
     body = {"type": "JobCancelled", "job": args.job}
-    try:
-        validate(topics.JOBS, body)
-    except DecodeError as exc:
-        raise CliError(f"cancel: {exc}", EXIT_USAGE) from None
-    _produce(args, _jobs_topic(args), [(args.job, orjson.dumps(body))])
-    print(f"cancel requested for {args.job}")
-    return 0
+    check(topics.JOBS, body, "cancel")
+    return deliver(
+        args, _jobs_topic(args), [(args.job, orjson.dumps(body))], [f"cancel of {args.job}"]
+    )

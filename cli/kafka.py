@@ -50,6 +50,13 @@ def register(
         help="with --secure: a team with its own job topic and producer user (repeat; "
         "fixed by the data dir's first secured start)",
     )
+    start.add_argument(
+        "--brokers",
+        type=_positive_int,
+        default=1,
+        help="nodes of a local KRaft cluster (default 1; 3 gives replication factor 3, "
+        "min.insync.replicas 2)",
+    )
     start.set_defaults(handler=_kafka_start)
     env = actions.add_parser(
         "env",
@@ -59,10 +66,13 @@ def register(
         "user", metavar="USER", help="admin, scheduler, operator, agent, reader, producer-TEAM"
     )
     env.set_defaults(handler=_kafka_env)
-    stop = actions.add_parser("stop", help="stop the broker started by `quotaflow kafka start`")
+    stop = actions.add_parser(
+        "stop", help="stop the broker or cluster started by `quotaflow kafka start`"
+    )
     stop.set_defaults(handler=_kafka_stop)
     status = actions.add_parser(
-        "status", help="print the running broker's bootstrap address (exit 3 when none runs)"
+        "status",
+        help="print the running broker's (or cluster's) bootstrap address (exit 3 when none runs)",
     )
     status.set_defaults(handler=_kafka_status)
     create = actions.add_parser(
@@ -86,14 +96,20 @@ def _root() -> Path:
 
 
 def _kafka_start(args: argparse.Namespace) -> int:
+    if args.team and not args.secure:
+        raise CliError("--team needs --secure (a team's topic is guarded by an ACL)", EXIT_USAGE)
+    if args.secure and args.brokers > 1:
+        raise CliError(
+            "--secure runs a single broker; it cannot be combined with --brokers > 1", EXIT_USAGE
+        )
+    if args.brokers > 1:
+        return _cluster_start(args)
     from devtools.detached import ensure_broker, read_state
     from streams.kafka_io import Topics, ensure_topics
 
     root = _root()
     before = read_state(root)
     running = before is not None and before.is_alive()
-    if args.team and not args.secure:
-        raise CliError("--team needs --secure (a team's topic is guarded by an ACL)", EXIT_USAGE)
     if args.secure:
         return _secure_start(args, root, before if running else None)
     handle = ensure_broker(root, data_dir=args.data_dir, port=args.port)
@@ -155,6 +171,33 @@ def _secure_start(args: argparse.Namespace, root: Path, running: Any) -> int:
     return 0
 
 
+def _cluster_start(args: argparse.Namespace) -> int:
+    from devtools.detached_cluster import ensure_cluster, read_cluster_state
+    from streams.kafka_io import Topics, TopicSettings, ensure_topics
+
+    if args.port is not None:
+        raise CliError("--port applies to a single broker; a cluster picks a port per node")
+    root = _root()
+    before = read_cluster_state(root)
+    running = before is not None and before.is_alive()
+    handle = ensure_cluster(root, args.brokers, data_dir=args.data_dir)
+    word = "already running" if running else "started"
+    for node, broker in zip(handle.nodes, handle.brokers, strict=True):
+        print(
+            f"quotaflow: node {node.node_id} {word} (pid {broker.pid}, {node.bootstrap}, "
+            f"log {broker.log_path})",
+            file=sys.stderr,
+        )
+    if not args.no_topics:
+        replicas = min(3, len(handle.nodes))
+        settings = TopicSettings(
+            replication_factor=replicas, min_insync_replicas=2 if replicas >= 3 else 1
+        )
+        asyncio.run(ensure_topics(handle.bootstrap, Topics.for_prefix(args.topic_prefix), settings))
+    print(handle.bootstrap, flush=True)
+    return 0
+
+
 def _security_of(setup: Any, user: str) -> Any:
     from streams.kafka_security import KafkaSecurity
 
@@ -192,20 +235,38 @@ def _kafka_env(args: argparse.Namespace) -> int:
 
 def _kafka_stop(args: argparse.Namespace) -> int:
     from devtools.detached import read_state, stop_from_state
+    from devtools.detached_cluster import read_cluster_state, stop_cluster_from_state
 
     root = _root()
     handle = read_state(root)
+    cluster = read_cluster_state(root)
+    stopped = False
     if stop_from_state(root):
         print(f"stopped the broker at {handle.bootstrap if handle else '?'}")
-    else:
+        stopped = True
+    if stop_cluster_from_state(root):
+        print(f"stopped the cluster at {cluster.bootstrap if cluster else '?'}")
+        stopped = True
+    if not stopped:
         print("no broker was running")
     return 0
 
 
 def _kafka_status(args: argparse.Namespace) -> int:
     from devtools.detached import read_state
+    from devtools.detached_cluster import read_cluster_state
 
-    handle = read_state(_root())
+    root = _root()
+    cluster = read_cluster_state(root)
+    if cluster is not None and cluster.is_alive():
+        print(cluster.bootstrap)
+        for node, broker in zip(cluster.nodes, cluster.brokers, strict=True):
+            state = "running" if broker.is_alive() else "down"
+            print(
+                f"node {node.node_id} {node.bootstrap} {state} (pid {broker.pid})", file=sys.stderr
+            )
+        return 0
+    handle = read_state(root)
     if handle is None or not handle.is_alive():
         print("not running")
         return EXIT_NOT_RUNNING

@@ -11,9 +11,9 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from cli import agent, audit, cluster, jobs, kafka, queues, scheduler, schema, simulate, views
+from cli import agent, audit, cluster, jobs, kafka, logs, queues, scheduler, schema, simulate, views
 from cli.common import (
     BOOTSTRAP_ENV,
     DEBUG_ENV,
@@ -25,6 +25,7 @@ from cli.common import (
     _Parser,
     _positive_int,
 )
+from cli.config import topic_prefix_default
 from cli.security import add_kafka_security, apply_kafka_security
 from streams.kafka_security import use_security
 
@@ -37,10 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     try:
-        args = build_parser().parse_args(argv)
-        apply_kafka_security(args)
-        handler: Callable[[argparse.Namespace], int] = args.handler
-        return handler(args)
+        from cli import app
+
+        app.PREPARE[:] = [apply_kafka_security]
+        return app.run(build_parser(), list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -76,10 +77,13 @@ def _one_line(text: str) -> str:
 def _describe(exc: BaseException) -> str:
     from aiokafka.errors import KafkaConnectionError, KafkaError
 
+    from cli.config import ConfigError
     from devtools.kafka_home import BrokerError
     from streams.agent import AgentError
     from streams.kafka_io import TopicConfigError
 
+    if isinstance(exc, ConfigError):
+        return str(exc)
     if isinstance(exc, TopicConfigError):
         return f"scheduler: {exc}"
     if isinstance(exc, BrokerError):
@@ -158,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kafka_options.add_argument(
         "--topic-prefix",
-        default=os.environ.get(PREFIX_ENV, ""),
+        default=topic_prefix_default(),
         help=f"prefix of every topic name, to run several clusters on one broker (default: ${PREFIX_ENV} or none)",
     )
     add_kafka_security(kafka_options)
@@ -179,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.register(commands, kafka_options, topic_options)
     scheduler.register(commands, kafka_options, topic_options)
     agent.register(commands, kafka_options)
+    logs.register(commands, kafka_options)
     jobs.register(commands, kafka_options)
     queues.register(commands, kafka_options)
     cluster.register(commands, kafka_options)

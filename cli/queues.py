@@ -12,11 +12,10 @@ from cli.common import (
     EXIT_USAGE,
     CliError,
     _Parser,
-    _produce,
-    _send_one,
     load_yaml_documents,
     validate,
 )
+from cli.verdicts import add_wait_options, check, deliver
 from domain.codec import DecodeError, event_to_wire
 from domain.manifests import ManifestError, queue_events
 from streams import topics
@@ -33,9 +32,11 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
     apply.add_argument(
         "--dry-run", action="store_true", help="print the QueueConfigured events, send nothing"
     )
+    add_wait_options(apply)
     apply.set_defaults(handler=_queue_apply)
     delete = actions.add_parser("delete", parents=[kafka_options], help="delete a queue")
     delete.add_argument("queue", metavar="QUEUE")
+    add_wait_options(delete)
     delete.set_defaults(handler=_queue_delete)
 
 
@@ -61,15 +62,16 @@ def _queue_apply(args: argparse.Namespace) -> int:
         for _, value in messages:
             sys.stdout.buffer.write(value + b"\n")
         return 0
-    _produce(args, topics.ADMIN, messages)
-    for event in events:
-        parent = f" (parent {event.parent})" if event.parent else ""
-        print(f"applied queue {event.queue}{parent}")
-    return 0
+    labels = [
+        f"applied queue {event.queue}" + (f" (parent {event.parent})" if event.parent else "")
+        for event in events
+    ]
+    return deliver(args, topics.ADMIN, messages, labels)
 
 
 def _queue_delete(args: argparse.Namespace) -> int:
     body = {"type": "QueueDeleted", "queue": args.queue}
-    _send_one(args, "queue delete", topics.ADMIN, args.queue, body)
-    print(f"delete requested for queue {args.queue}")
-    return 0
+    check(topics.ADMIN, body, "queue delete")
+    return deliver(
+        args, topics.ADMIN, [(args.queue, orjson.dumps(body))], [f"delete of queue {args.queue}"]
+    )

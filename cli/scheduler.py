@@ -59,6 +59,26 @@ def register(
         help="also read quotaflow.jobs.TEAM, accepting only jobs at or below QUEUE "
         "(default: the queue named TEAM); repeat per team",
     )
+    scheduler.add_argument(
+        "--instance",
+        help="this instance's name, shown as the active scheduler (default: host-pid)",
+    )
+    scheduler.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="run at once without leader election: a second instance fences this one instead "
+        "of waiting as a standby",
+    )
+    scheduler.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus /metrics and /health on this port (default: none)",
+    )
+    scheduler.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address for --metrics-port (0.0.0.0: all)"
+    )
     scheduler.set_defaults(handler=_scheduler)
 
 
@@ -75,6 +95,7 @@ def _teams(given: list[str]) -> dict[str, str]:
 
 
 def _scheduler(args: argparse.Namespace) -> int:
+    from streams.leadership import run_scheduler_with_standby
     from streams.sequencer import run_scheduler
 
     bootstrap = resolve_bootstrap(args.bootstrap)
@@ -86,17 +107,18 @@ def _scheduler(args: argparse.Namespace) -> int:
     if args.log_level == "DEBUG":  # the Kafka client's retries and reconnects, when asked for
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
     settings = _topic_settings(args)
+    options: dict[str, Any] = {
+        "snapshot_records": args.snapshot_records,
+        "snapshot_seconds": args.snapshot_seconds,
+        "load_snapshots": not args.ignore_snapshots,
+        "teams": _teams(args.team),
+        "metrics_port": args.metrics_port,
+        "metrics_host": args.metrics_host,
+    }
+    if not args.no_standby:
+        options["instance"] = args.instance
+    run = run_scheduler if args.no_standby else run_scheduler_with_standby
     print(f"scheduler: cluster {args.cluster} on {bootstrap}", flush=True)
     return _run_until_signalled(
-        lambda stop: run_scheduler(
-            bootstrap,
-            cluster=args.cluster,
-            topic_prefix=args.topic_prefix,
-            stop=stop,
-            snapshot_records=args.snapshot_records,
-            snapshot_seconds=args.snapshot_seconds,
-            load_snapshots=not args.ignore_snapshots,
-            topic_settings=settings,
-            teams=_teams(args.team),
-        )
+        lambda stop: run(bootstrap, args.cluster, args.topic_prefix, stop, settings, **options)
     )

@@ -59,9 +59,11 @@ def apply_kafka_security(args: argparse.Namespace) -> Any:
 
     if not hasattr(args, "kafka_protocol"):
         return None
-    values: dict[str, str | None] = {
-        name: os.environ.get(variable) for name, variable in SECURITY_ENV.items()
-    }
+    from cli.config import section
+
+    # The config file's [security] table, each key overridden by its QUOTAFLOW_SECURITY_ variable.
+    configured = section("security")
+    values: dict[str, str | None] = {name: configured.get(name) for name in SECURITY_ENV}
     for name in _FLAGS.values():
         given = getattr(args, f"kafka_{name}", None)
         if given:

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from projections.tables import table
+from cli.tables import table
 
 
 def _print_json(value: Any) -> None:

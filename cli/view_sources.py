@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -16,19 +17,28 @@ import orjson
 from cli.common import EXIT_USAGE, CliError, resolve_bootstrap
 from domain.events import JournalRecord
 
+_UNITS_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 
-def parse_time(text: str | None) -> int | None:
-    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
+
+def parse_time(text: str | None, flag: str = "--at") -> int | None:
+    """Milliseconds since the epoch, an ISO 8601 time (UTC unless it says otherwise), or a
+    duration ago (`90s`, `30m`, `2h`, `1d`, `1w`) measured from the wall clock."""
     if text is None:
         return None
     stripped = text.strip()
     if stripped.lstrip("-").isdigit():
         return int(stripped)
+    unit = stripped[-1:].lower()
+    if unit in _UNITS_MS and stripped[:-1].replace(".", "", 1).isdigit():
+        ago = float(stripped[:-1]) * _UNITS_MS[unit]
+        return int(time.time() * 1000 - ago)
     try:
         moment = datetime.fromisoformat(stripped.replace("Z", "+00:00"))
     except ValueError:
         raise CliError(
-            f"--at {text!r}: expected milliseconds since the epoch or an ISO 8601 time", EXIT_USAGE
+            f"{flag} {text!r}: expected milliseconds since the epoch, an ISO 8601 time "
+            "or a duration ago such as 2h",
+            EXIT_USAGE,
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)

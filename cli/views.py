@@ -3,47 +3,48 @@
 from __future__ import annotations
 
 import argparse
-import os
-import urllib.parse
 from pathlib import Path
-from typing import Any
 
+from cli import accounting, health, watch
 from cli.common import EXIT_USAGE, PREFIX_ENV, CliError, _positive_int, resolve_bootstrap
+from cli.config import topic_prefix_default
 from cli.security import TOKEN_ENV, add_kafka_security, api_token
-from cli.view_render import _print_json, render_jobs, render_queues, render_usage
+from cli.view_render import _print_json, render_queues
 from cli.view_sources import _body, parse_time, read_records
+
+
+def add_source_options(parser: argparse.ArgumentParser, api: bool = False) -> None:
+    """Where a view reads the journal: Kafka (--bootstrap, --topic-prefix), --file or --api; --json."""
+    parser.add_argument(
+        "--bootstrap",
+        help="Kafka bootstrap address (default: $QUOTAFLOW_BOOTSTRAP, else the broker of "
+        "`quotaflow kafka start`, else 127.0.0.1:9092)",
+    )
+    parser.add_argument(
+        "--topic-prefix",
+        default=topic_prefix_default(),
+        help=f"prefix of every topic name (default: ${PREFIX_ENV} or none)",
+    )
+    parser.add_argument(
+        "--file", help="read the journal from this JSON-lines file instead of Kafka"
+    )
+    if api:
+        parser.add_argument(
+            "--api", help="ask a running `quotaflow projections` at this URL instead"
+        )
+        parser.add_argument("--token", help=f"the API's bearer token (default: ${TOKEN_ENV})")
+    add_kafka_security(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Adds the view commands (projections, queues, jobs, usage, explain, whatif) to the CLI."""
 
-    def source(parser: argparse.ArgumentParser, api: bool = False) -> None:
-        parser.add_argument(
-            "--bootstrap",
-            help="Kafka bootstrap address (default: $QUOTAFLOW_BOOTSTRAP, else the broker of "
-            "`quotaflow kafka start`, else 127.0.0.1:9092)",
-        )
-        parser.add_argument(
-            "--topic-prefix",
-            default=os.environ.get(PREFIX_ENV, ""),
-            help=f"prefix of every topic name (default: ${PREFIX_ENV} or none)",
-        )
-        parser.add_argument(
-            "--file", help="read the journal from this JSON-lines file instead of Kafka"
-        )
-        add_kafka_security(parser)
-        if api:
-            parser.add_argument(
-                "--api", help="ask a running `quotaflow projections` at this URL instead"
-            )
-            parser.add_argument("--token", help=f"the API's bearer token (default: ${TOKEN_ENV})")
-        parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-
     run = subcommands.add_parser(
         "projections", help="run the projections process: views of the journal over HTTP"
     )
     run.add_argument("--bootstrap", help="Kafka bootstrap address (default as for other commands)")
-    run.add_argument("--topic-prefix", default=os.environ.get(PREFIX_ENV, ""))
+    run.add_argument("--topic-prefix", default=topic_prefix_default())
     run.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
     run.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     run.add_argument(
@@ -84,35 +85,26 @@ def register(subcommands: argparse._SubParsersAction) -> None:  # type: ignore[t
     queues = subcommands.add_parser(
         "queues", help="queues: deserved, fair share, allocated, limit; pending and running jobs"
     )
-    source(queues, api=True)
+    add_source_options(queues, api=True)
     queues.add_argument("--at", help="as of this time (ms since the epoch or ISO 8601)")
+    queues.add_argument("--watch", type=float, metavar="S", help="redraw every S seconds")
     queues.set_defaults(handler=_queues)
 
-    jobs = subcommands.add_parser("jobs", help="live jobs: status, queue position, pending reason")
-    source(jobs, api=True)
-    jobs.add_argument("--queue", help="only this queue's jobs")
-    jobs.add_argument("--at", help="as of this time (ms since the epoch or ISO 8601)")
-    jobs.set_defaults(handler=_jobs)
-
-    usage = subcommands.add_parser(
-        "usage", help="allocated vs capacity per queue and node, now and averaged over time"
-    )
-    source(usage, api=True)
-    usage.add_argument("--at", help="as of this time (ms since the epoch or ISO 8601)")
-    usage.set_defaults(handler=_usage)
+    accounting.register(subcommands, add_source_options)
+    health.register(subcommands, add_source_options)
 
     explain = subcommands.add_parser(
         "explain", help="why a job is pending or was preempted, by whom, under which rule"
     )
     explain.add_argument("job", metavar="JOB")
-    source(explain)
+    add_source_options(explain)
     explain.add_argument("--at", help="as of this time (ms since the epoch or ISO 8601)")
     explain.set_defaults(handler=_explain)
 
     whatif = subcommands.add_parser(
         "whatif", help="re-simulate the journal's workload with changed queues and compare"
     )
-    source(whatif)
+    add_source_options(whatif)
     whatif.add_argument("--policy", required=True, help="YAML: queues: {QUEUE or '*': overrides}")
     whatif.add_argument(
         "--jobs", type=int, default=20, help="how many changed jobs to list (0: all; default 20)"
@@ -139,6 +131,7 @@ def _projections(args: argparse.Namespace) -> int:
             bootstrap=resolve_bootstrap(args.bootstrap),
             journal=topics.journal,
             commands=topics.commands,
+            rejected=topics.rejected,
             port=args.port,
             host=args.host,
             checkpoint=checkpoint,
@@ -155,43 +148,12 @@ def _projections(args: argparse.Namespace) -> int:
 def _queues(args: argparse.Namespace) -> int:
     from projections.read_models import queues_view
 
-    body = _body(args, "/queues", queues_view)
     if args.json:
-        _print_json(body)
-    else:
-        print(render_queues(body))
-    return 0
-
-
-def _jobs(args: argparse.Namespace) -> int:
-    from projections.read_models import jobs_view
-
-    def local(view: Any) -> dict[str, Any]:
-        if args.queue and args.queue not in view.state.queues:
-            raise CliError(f"queue {args.queue!r} is not in the journal", EXIT_USAGE)
-        return {
-            "as_of": {"seq": view.state.seq, "ts": view.state.ts},
-            "jobs": jobs_view(view, args.queue),
-        }
-
-    path = "/jobs" + (f"?queue={urllib.parse.quote(args.queue)}" if args.queue else "")
-    body = _body(args, path, local)
-    if args.json:
-        _print_json(body)
-    else:
-        print(render_jobs(body))
-    return 0
-
-
-def _usage(args: argparse.Namespace) -> int:
-    from projections.read_models import usage_view
-
-    body = _body(args, "/usage", usage_view)
-    if args.json:
-        _print_json(body)
-    else:
-        print(render_usage(body))
-    return 0
+        if args.watch is not None:
+            raise CliError("--watch and --json do not go together", EXIT_USAGE)
+        _print_json(_body(args, "/queues", queues_view))
+        return 0
+    return watch.run(args.watch, lambda: render_queues(_body(args, "/queues", queues_view)))
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -139,6 +139,18 @@ def _(event: JobSubmitted, state: State) -> str | None:
         return f"queue {event.queue!r} does not exist"
     if event.job in state.jobs or event.job in state.ended_jobs:
         return f"job {event.job!r} already exists; job ids are unique"
+    for dep in event.after_ok or ():
+        # A job may wait only for jobs submitted before it, so no dependency cycle can form.
+        ended = state.ended_jobs.get(dep)
+        if dep not in state.jobs and ended is None:
+            return (
+                f"after_ok: job {dep!r} does not exist; submit it first "
+                "(a job waits only for jobs submitted before it, so no cycle can form)"
+            )
+        if ended is not None and ended.value != "finished":
+            return (
+                f"after_ok: job {dep!r} has already ended {ended.value}; this job could never start"
+            )
     return None
 
 

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 DispatchReason = Literal["quota", "over_quota", "expand", "consolidation"]
+# "time_limit" is the issue's: the job ran its JobSubmitted.time_limit_s.
 # "cancelled" and "node_lost" extend the contract's list where it is silent: a running job that
 # is cancelled, or the rest of a gang whose node was lost, must still be stopped by its agents.
 PreemptReason = Literal[
@@ -19,6 +20,7 @@ PreemptReason = Literal[
     "shrink",
     "cancelled",
     "node_lost",
+    "time_limit",
 ]
 
 
@@ -57,7 +59,31 @@ class Dispatch(Command):
         "requeued that job when the restart's heartbeat arrived",
     )
 
-    OPTIONAL_ON_WIRE: ClassVar[tuple[str, ...]] = ("duration_s", "labels", "user", "incarnation")
+    devices: list[list[int]] | None = Field(
+        default=None,
+        description="per task, the indices of the GPU devices it may use (whole devices for a "
+        "whole-GPU task, one shared device for a fractional one); unset when it uses no GPU",
+    )
+    gpu_fraction: float | None = Field(
+        default=None,
+        description="for a fractional task (resources.gpu below 1): its share of the device it "
+        "shares, e.g. 0.5",
+    )
+    preempt_grace_s: int | None = Field(
+        default=None,
+        description="seconds the agent waits after SIGTERM before SIGKILL when it preempts "
+        "these tasks (the job's, or the cluster's default)",
+    )
+
+    OPTIONAL_ON_WIRE: ClassVar[tuple[str, ...]] = (
+        "duration_s",
+        "labels",
+        "user",
+        "incarnation",
+        "devices",
+        "gpu_fraction",
+        "preempt_grace_s",
+    )
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

@@ -20,6 +20,8 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+TIME_LIMIT_TIMER = "time_limit"  # the timer set when an attempt with a time limit first starts
+
 TERMINAL = frozenset({JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
@@ -60,6 +62,8 @@ class Job:
     displaced_by: dict[str, str] = field(default_factory=dict)  # job -> rule that displaced us
     failed_on: str | None = None  # the first node that reported this job failed
     finishing: bool = False  # some tasks of this attempt ended on their own: it no longer grows
+    retries: int = 0  # failed attempts started again so far (up to spec.max_retries)
+    timed_out: bool = False  # stopped for running its time_limit_s: ends failed, never retried
 
     @property
     def placed_tasks(self) -> int:

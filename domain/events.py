@@ -2,174 +2,84 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
-    ValidationInfo,
-    field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from domain import limits
-from domain.resources import ResourceError, Resources, gpu_to_milli
+from domain.resources import ResourceError, gpu_to_milli
 
-# Lengths are checked before patterns, so a huge id is refused by its length alone.
-QueueId = Annotated[
-    str,
-    StringConstraints(max_length=limits.QUEUE_ID_CHARS_MAX, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$"),
-]
-# Job and node ids are chosen by users and agents; allow what Kubernetes names and UUIDs use.
-_ID = StringConstraints(
-    max_length=limits.ID_CHARS_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,252}$"
+# The building blocks live in domain.wire_types; importers keep using these names from here.
+from domain.wire_types import (
+    POLICY_KINDS,
+    ChildLevelRule,
+    JobId,
+    Labels,
+    Module,
+    Modules,
+    NodeId,
+    PolicyKind,
+    PreemptionRules,
+    Priority,
+    PriorityRange,
+    QueueId,
+    QueuePolicyConfig,
+    QueueResource,
+    ResourceName,
+    ResourcesIn,
+    Seconds,
+    SelfLevelRule,
+    Strict,
 )
-JobId = Annotated[str, _ID]
-NodeId = Annotated[str, _ID]
-Priority = Annotated[int, Field(ge=1, le=9)]
-Labels = Annotated[
-    dict[
-        Annotated[str, StringConstraints(min_length=1, max_length=limits.ID_CHARS_MAX)],
-        Annotated[str, StringConstraints(max_length=limits.LABEL_VALUE_CHARS_MAX)],
-    ],
-    Field(max_length=limits.LABELS_MAX),
+
+__all__ = [
+    "EVENT_TYPES",
+    "POLICY_KINDS",
+    "AdminEvent",
+    "AgentInstance",
+    "Attempt",
+    "ChildLevelRule",
+    "ClusterConfigured",
+    "Device",
+    "Event",
+    "JobCancelled",
+    "JobEvent",
+    "JobFinished",
+    "JobId",
+    "JobPreempted",
+    "JobStarted",
+    "JobSubmitted",
+    "JournalRecord",
+    "Labels",
+    "Module",
+    "Modules",
+    "NodeEvent",
+    "NodeHeartbeat",
+    "NodeId",
+    "NodesAlive",
+    "PolicyKind",
+    "PreemptionRules",
+    "Priority",
+    "PriorityRange",
+    "QueueConfigured",
+    "QueueDeleted",
+    "QueueId",
+    "QueuePolicyConfig",
+    "QueueResource",
+    "ResourceName",
+    "ResourcesIn",
+    "RunningAttempt",
+    "Seconds",
+    "SelfLevelRule",
+    "Strict",
+    "Tick",
 ]
-Module = Annotated[str, StringConstraints(min_length=1, max_length=limits.MODULE_CHARS_MAX)]
-Modules = Annotated[list[Module], Field(max_length=limits.MODULES_MAX)]
-Seconds = Annotated[int, Field(ge=0, le=limits.DURATION_S_MAX)]
-
-
-class Strict(BaseModel):
-    """Base of every wire model: unknown fields refused, values never coerced, instances frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class ResourcesIn(Strict):
-    """Resource amounts as they travel: gpu in devices (thousandths allowed), cpu millicores, memory MB."""
-
-    gpu: Annotated[float, Field(ge=0, le=limits.GPU_MAX, allow_inf_nan=False)] = 0
-    cpu: Annotated[int, Field(ge=0, le=limits.CPU_MAX)] = 0
-    memory: Annotated[int, Field(ge=0, le=limits.MEMORY_MAX)] = 0
-
-    @field_validator("gpu")
-    @classmethod
-    def _gpu_exact(cls, value: float) -> float:
-        try:
-            gpu_to_milli(value)
-        except ResourceError as exc:
-            raise ValueError(str(exc)) from exc
-        return value
-
-    def to_resources(self) -> Resources:
-        return Resources.from_amounts(self.gpu, self.cpu, self.memory)
-
-
-class QueueResource(Strict):
-    """One resource of a queue: deserved quota, hard limit and over-quota weight (KAI semantics)."""
-
-    # Per-resource ceilings (limits.QUEUE_AMOUNT_MAX) are checked by QueueConfigured, which
-    # knows the resource's name.
-    quota: Annotated[float, Field(ge=-1, allow_inf_nan=False)] = 0
-    limit: Annotated[float, Field(ge=-1, allow_inf_nan=False)] = 0
-    over_quota_weight: (
-        Annotated[float, Field(ge=0, le=limits.OVER_QUOTA_WEIGHT_MAX, allow_inf_nan=False)] | None
-    ) = None
-
-    @field_validator("quota", "limit")
-    @classmethod
-    def _minus_one_or_amount(cls, value: float) -> float:
-        if value < 0 and value != -1:
-            raise ValueError("must be -1 (unlimited) or an amount >= 0")
-        return value
-
-
-def _single_priority_as_range(value: Any) -> Any:
-    """A single priority n means the range [n, n]; JSON arrays arrive as lists."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value, value)
-    if isinstance(value, list):
-        return tuple(value)
-    return value
-
-
-PriorityRange = Annotated[tuple[Priority, Priority], BeforeValidator(_single_priority_as_range)]
-
-
-def _check_range(value: tuple[int, int], name: str) -> None:
-    if value[0] > value[1]:
-        raise ValueError(f"{name} range [{value[0]}, {value[1]}] runs backwards")
-
-
-class SelfLevelRule(Strict):
-    """PAI self-level preemption: jobs in the high range may preempt sibling queues' low-range jobs."""
-
-    high_priority: PriorityRange
-    low_priority: PriorityRange
-    modules: Modules
-
-    @model_validator(mode="after")
-    def _low_below_high(self) -> SelfLevelRule:
-        _check_range(self.high_priority, "high_priority")
-        _check_range(self.low_priority, "low_priority")
-        if self.low_priority[1] >= self.high_priority[0]:
-            raise ValueError(
-                f"self_level low_priority {list(self.low_priority)} must lie entirely below "
-                f"high_priority {list(self.high_priority)}"
-            )
-        return self
-
-
-class ChildLevelRule(Strict):
-    """PAI child-level preemption: the parent's own jobs may preempt matching jobs below it."""
-
-    priority: PriorityRange
-    modules: Modules
-
-    @model_validator(mode="after")
-    def _ordered(self) -> ChildLevelRule:
-        _check_range(self.priority, "priority")
-        return self
-
-
-class PreemptionRules(Strict):
-    self_level: SelfLevelRule | None = None
-    child_level: ChildLevelRule | None = None
-    within_queue: bool = False
-
-
-# A queue policy's name: one of the policies registered in domain.plugins.QUEUE_POLICIES.
-# These models cannot import that registry (its policies depend on the state, which depends
-# on these events), so whoever validates input (codec, manifests, what-if) passes the
-# registered names as validation context under POLICY_KINDS, and acceptance refuses an
-# unregistered kind as well (docs/architecture.md).
-PolicyKind = str
-POLICY_KINDS = "policy_kinds"
-
-
-class QueuePolicyConfig(Strict):
-    kind: PolicyKind = "fifo"
-    balance_timeout_s: Seconds = 300
-    aging_interval_s: Annotated[int, Field(ge=1, le=limits.DURATION_S_MAX)] = 600
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _registered(cls, kind: Any, info: ValidationInfo) -> Any:
-        known = (info.context or {}).get(POLICY_KINDS)
-        if known is not None and kind not in known:
-            names = [repr(name) for name in known]
-            expected = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-            raise PydanticCustomError(
-                "literal_error", "Input should be {expected}", {"expected": expected}
-            )
-        return kind
-
-
-ResourceName = Literal["gpu", "cpu", "memory"]
 
 
 class QueueConfigured(Strict):
@@ -222,6 +132,12 @@ class ClusterConfigured(Strict):
     placement: Literal["binpack", "spread"] = "binpack"
     consolidation: bool = True
     tick_ms: Annotated[int, Field(ge=limits.TICK_MS_MIN, le=limits.TICK_MS_MAX)] = 1000
+    preempt_grace_s: Seconds | None = Field(
+        default=None,
+        description="how long a preempted task may take to stop (SIGTERM, then SIGKILL) for "
+        "jobs that set no preempt_grace_s of their own; unset: Dispatches carry none and "
+        "the agent uses its own default",
+    )
 
 
 class JobSubmitted(Strict):
@@ -241,9 +157,34 @@ class JobSubmitted(Strict):
     duration_s: (
         Annotated[float, Field(ge=0, le=limits.DURATION_S_MAX, allow_inf_nan=False)] | None
     ) = None
+    time_limit_s: Annotated[int, Field(ge=1, le=limits.DURATION_S_MAX)] | None = Field(
+        default=None,
+        description="wall time: the scheduler stops the job once it has run this long "
+        "(Preempt reason time_limit) and it ends as failed",
+    )
+    max_retries: Annotated[int, Field(ge=0, le=limits.RETRIES_MAX)] | None = Field(
+        default=None,
+        description="how many times a failed job is started again (a new attempt, keeping its "
+        "place), as Kubernetes' backoffLimit; unset: 0",
+    )
+    after_ok: Annotated[list[JobId], Field(max_length=limits.AFTER_OK_MAX)] | None = Field(
+        default=None,
+        description="jobs that must have succeeded before this one starts (Slurm's "
+        "--dependency=afterok); if one fails or is cancelled, this job fails",
+    )
+    preempt_grace_s: Seconds | None = Field(
+        default=None,
+        description="how long the job's tasks may take to stop when preempted (SIGTERM, "
+        "then SIGKILL); unset: the cluster's preempt_grace_s",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSubmitted:
+        if self.after_ok is not None:
+            if self.job in self.after_ok:
+                raise ValueError(f"after_ok: job {self.job} cannot wait for itself")
+            if len(set(self.after_ok)) != len(self.after_ok):
+                raise ValueError("after_ok: a job is named twice")
         if self.min_tasks is not None and self.min_tasks > self.tasks:
             raise ValueError(f"min_tasks {self.min_tasks} must not exceed tasks {self.tasks}")
         if self.interactive and self.preemptible:
@@ -277,6 +218,18 @@ class RunningAttempt(Strict):
     attempt: Attempt
 
 
+class Device(Strict):
+    """One GPU device of a node: its index (what CUDA_VISIBLE_DEVICES names), model and memory."""
+
+    index: Annotated[int, Field(ge=0, lt=limits.DEVICES_MAX)]
+    model: (
+        Annotated[str, StringConstraints(min_length=1, max_length=limits.MODULE_CHARS_MAX)] | None
+    ) = None
+    memory: Annotated[int, Field(ge=0, le=limits.MEMORY_MAX)] | None = Field(
+        default=None, description="the device's memory in MB"
+    )
+
+
 class NodeHeartbeat(Strict):
     """A node is alive with this capacity. `instance`, `incarnation` and `running` are optional
     (agents that send them are recognised across restarts; see docs/cli.md, node agent)."""
@@ -297,11 +250,25 @@ class NodeHeartbeat(Strict):
         description="the (job, attempt) pairs the agent runs now; on a restart (a new "
         "incarnation), jobs placed on the node but missing here are lost on it and requeued",
     )
+    devices: Annotated[list[Device], Field(max_length=limits.DEVICES_MAX)] | None = Field(
+        default=None,
+        description="the node's GPU devices; their count must equal capacity.gpu. Unset: "
+        "capacity.gpu whole devices numbered from 0",
+    )
 
     @model_validator(mode="after")
     def _incarnation_needs_instance(self) -> NodeHeartbeat:
         if self.incarnation is not None and self.instance is None:
             raise ValueError("incarnation needs instance: an incarnation counts one agent's starts")
+        if self.devices is not None:
+            indices = [device.index for device in self.devices]
+            if len(set(indices)) != len(indices):
+                raise ValueError("devices: an index is listed twice")
+            if len(indices) != self.capacity.gpu:
+                raise ValueError(
+                    f"devices: {len(indices)} listed but capacity.gpu is {self.capacity.gpu}; "
+                    "they must agree"
+                )
         return self
 
 
@@ -318,6 +285,12 @@ class JobFinished(Strict):
     node: NodeId
     attempt: Attempt
     outcome: Literal["succeeded", "failed"]
+    exit_code: Annotated[int, Field(ge=limits.EXIT_CODE_MIN, le=limits.EXIT_CODE_MAX)] | None = (
+        Field(default=None, description="the exit code of the job's process on this node")
+    )
+    reason: Annotated[str, StringConstraints(max_length=limits.EXIT_REASON_CHARS_MAX)] | None = (
+        Field(default=None, description='a short reason, e.g. the signal that ended it ("SIGKILL")')
+    )
 
 
 class JobPreempted(Strict):

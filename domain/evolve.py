@@ -5,6 +5,8 @@ from __future__ import annotations
 import heapq
 from functools import singledispatch
 
+from domain.dependencies import unmet, wait
+from domain.entities import TIME_LIMIT_TIMER as TIME_LIMIT
 from domain.events import (
     ClusterConfigured,
     Event,
@@ -175,8 +177,12 @@ def _(event: JobSubmitted, state: State, seq: int, ts: int) -> None:
         spec=event,
     )
     state.jobs[job.id] = job
-    state.add_demand(job)
-    state.enqueue(job)
+    deps = unmet(state, event.after_ok)
+    if deps:
+        wait(state, job, deps)  # pending (and counted in demand) once they all succeeded
+    else:
+        state.add_demand(job)
+        state.enqueue(job)
 
 
 @_evolve.register
@@ -209,6 +215,8 @@ def _(event: JobStarted, state: State, seq: int, ts: int) -> None:
     job.started_nodes.add(event.node)
     if job.started_ts is None:
         job.started_ts = ts
+        if job.spec.time_limit_s is not None:
+            state.add_timer(ts + job.spec.time_limit_s * 1000, TIME_LIMIT, job.id)
 
 
 @_evolve.register
@@ -231,12 +239,14 @@ def _(event: JobFinished, state: State, seq: int, ts: int) -> None:
     if event.outcome == "failed":
         job.failed_on = job.failed_on or event.node
     if not job.placements and not job.stopping:
-        failed = job.failed_on is not None
-        state.end(job, JobStatus.FAILED if failed else JobStatus.FINISHED)
+        if job.failed_on is not None or job.timed_out:
+            state.fail(job)  # retried while max_retries allows
+        else:
+            state.end(job, JobStatus.FINISHED)
     elif not job.placements and all(stop.attempt < job.attempt for stop in job.stopping.values()):
         # Done, but a consolidation move's old tasks are still stopping: the job ends (and is
         # not requeued) once the last of them is reported gone.
-        failed = job.failed_on is not None
+        failed = job.failed_on is not None or job.timed_out
         job.status = JobStatus.FAILED if failed else JobStatus.FINISHED
 
 

@@ -77,6 +77,12 @@ TICK_MS_MAX = 60_000
 # Nodes one NodesAlive record names: about 40 bytes each keeps a record far below Kafka's 1 MB.
 NODES_ALIVE_MAX = 10_000
 ATTEMPT_MAX = 2**31 - 1  # attempts count requeues of one job
+RETRIES_MAX = 1_000  # max_retries of one job
+AFTER_OK_MAX = 64  # jobs one job may wait for
+DEVICES_MAX = 1_024  # GPU devices one node reports
+EXIT_CODE_MIN = -(2**31)  # exit codes as the agent's platform reports them (32-bit)
+EXIT_CODE_MAX = 2**31 - 1
+EXIT_REASON_CHARS_MAX = 64  # a short reason with an outcome, e.g. a signal name
 
 
 def clip(text: str, limit: int = ECHO_CHARS_MAX, *, counted: bool = True) -> str:

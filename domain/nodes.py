@@ -70,4 +70,10 @@ def dispatch_details(state: State, job: Job, node_id: str) -> dict[str, Any]:
         "labels": spec.labels,
         "user": spec.user,
         "incarnation": state.nodes[node_id].incarnation or None,
+        # The job's grace period, else the cluster's; neither set: none (the agent's default).
+        "preempt_grace_s": (
+            spec.preempt_grace_s
+            if spec.preempt_grace_s is not None
+            else state.cluster.preempt_grace_s
+        ),
     }

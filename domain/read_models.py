@@ -24,6 +24,10 @@ class JobView:
     awaiting: tuple[str, ...]  # victims still stopping for it
     blocked_since: int | None
     started: tuple[str, ...] = ()  # nodes whose agent reported this attempt started
+    retries: int = 0  # failed attempts started again (JobSubmitted.max_retries)
+    waiting_for: tuple[str, ...] = ()  # after_ok jobs that have not succeeded yet
+    timed_out: bool = False  # stopped for running its time_limit_s
+    dependency_failed: str | None = None  # the after_ok job whose failure failed this one
 
     @property
     def placed_tasks(self) -> int:
@@ -60,7 +64,10 @@ def job_view(state: State, job_id: str) -> JobView | None:
         ended = state.ended_jobs.get(job_id)
         if ended is None:
             return None
-        return JobView(job_id, "", ended.value, 0, (), (), (), (), None)
+        failed_dep = state.dependency_failed.get(job_id)
+        return JobView(
+            job_id, "", ended.value, 0, (), (), (), (), None, dependency_failed=failed_dep
+        )
     return JobView(
         id=job.id,
         queue=job.queue,
@@ -72,6 +79,9 @@ def job_view(state: State, job_id: str) -> JobView | None:
         awaiting=tuple(sorted(job.awaiting)),
         blocked_since=job.blocked_since,
         started=tuple(sorted(job.started_nodes)),
+        retries=job.retries,
+        waiting_for=tuple(sorted(state.waiting.get(job.id, ()))),
+        timed_out=job.timed_out,
     )
 
 

@@ -88,6 +88,9 @@ def state_to_dict(state: State) -> dict[str, Any]:
             [node, sorted([job, attempt] for job, attempt in running)]
             for node, running in state.reconcile_requests.items()
         ],
+        "waiting": [[job, sorted(deps)] for job, deps in state.waiting.items()],
+        "dependents": [[dep, list(jobs)] for dep, jobs in state.dependents.items()],
+        "dependency_failed": [[job, dep] for job, dep in state.dependency_failed.items()],
     }
 
 
@@ -164,6 +167,8 @@ def _job(job: Job) -> dict[str, Any]:
         "displaced_by": [[key, rule] for key, rule in job.displaced_by.items()],
         "failed_on": job.failed_on,
         "finishing": job.finishing,
+        "retries": job.retries,
+        "timed_out": job.timed_out,
     }
 
 
@@ -227,6 +232,9 @@ def state_from_dict(data: dict[str, Any]) -> State:
             str(node): frozenset((str(job), int(attempt)) for job, attempt in running)
             for node, running in data["reconcile_requests"]
         },
+        waiting={str(job): set(deps) for job, deps in data.get("waiting", [])},
+        dependents={str(dep): list(jobs) for dep, jobs in data.get("dependents", [])},
+        dependency_failed={str(job): str(dep) for job, dep in data.get("dependency_failed", [])},
     )
     state.timer_set = set(state.timers)
     state.node_index = _load_node_index(state, int(data["node_index_version"]))
@@ -321,6 +329,8 @@ def _load_job(data: dict[str, Any]) -> Job:
         displaced_by={key: rule for key, rule in data["displaced_by"]},
         failed_on=data["failed_on"],
         finishing=bool(data["finishing"]),
+        retries=int(data.get("retries", 0)),
+        timed_out=bool(data.get("timed_out", False)),
     )
 
 

@@ -11,6 +11,7 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from domain.dependencies import forget_waiting, release_dependents
 from domain.entities import TERMINAL, Job, JobStatus, Node, Stopping
 from domain.events import ClusterConfigured, PreemptionRules, QueueConfigured, QueuePolicyConfig
 from domain.indexes import NodeIndex, PendingIndex
@@ -87,6 +88,11 @@ class State:
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
     # Restarted agents' nodes -> the (job, attempt) pairs they run; settled by the next cycle.
     reconcile_requests: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
+    # Dependencies (JobSubmitted.after_ok): job -> the jobs it still waits for, and the reverse.
+    # A waiting job is live (state.jobs) but neither pending nor counted in its queue's demand.
+    waiting: dict[str, set[str]] = field(default_factory=dict)
+    dependents: dict[str, list[str]] = field(default_factory=dict)
+    dependency_failed: dict[str, str] = field(default_factory=dict)  # job -> the job that failed
 
     # -- queues -----------------------------------------------------------------------
 
@@ -250,9 +256,12 @@ class State:
     def end(self, job: Job, status: JobStatus) -> None:
         """The job is over: it leaves its queue's demand, its holds and the live job table."""
         queue = self.queues[job.queue]
-        if job.status is JobStatus.PENDING:
-            self.dequeue(job)
-        queue.demand = queue.demand - job.request
+        if job.id in self.waiting:
+            forget_waiting(self, job.id)
+        else:
+            if job.status is JobStatus.PENDING:
+                self.dequeue(job)
+            queue.demand = queue.demand - job.request
         queue.jobs -= 1
         queue.running.discard(job.id)
         self.drop_holds(job)
@@ -262,6 +271,23 @@ class State:
         self.fair_share_stale = True
         self.fair_share_dirty.add(queue.id)
         self.needs_cycle = True
+        release_dependents(self, job.id, status)
+
+    def fail(self, job: Job) -> None:
+        """The job's attempt failed: started again while max_retries allows (a new attempt that
+        keeps its place), else the job ends failed. A job stopped for its time limit or being
+        cancelled is never retried."""
+        retry = (
+            not job.timed_out
+            and job.status is not JobStatus.CANCELLING
+            and job.retries < (job.spec.max_retries or 0)
+        )
+        if retry:
+            job.retries += 1
+            self.queues[job.queue].running.discard(job.id)
+            self.enqueue(job)
+        else:
+            self.end(job, JobStatus.FAILED)
 
     def after_tasks_gone(self, job: Job) -> None:
         """Called when some of a job's tasks stopped; decides what becomes of the job."""
@@ -269,7 +295,9 @@ class State:
             return
         if job.status is JobStatus.CANCELLING:
             self.end(job, JobStatus.CANCELLED)
-        elif job.status in (JobStatus.FINISHED, JobStatus.FAILED):
+        elif job.timed_out or job.status is JobStatus.FAILED:
+            self.fail(job)  # stopped for its time limit, or ended while older tasks stopped
+        elif job.status is JobStatus.FINISHED:
             self.end(job, job.status)  # it ended while older tasks were still stopping
         elif job.status in (JobStatus.STOPPING, JobStatus.RUNNING):
             self.queues[job.queue].running.discard(job.id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
+from projections import job_list
 from projections.read_models import (
     health_view,
     job_view,
@@ -18,6 +19,7 @@ from projections.read_models import (
     queues_view,
     usage_view,
 )
+from projections.recent import Rejections, recent_preemptions
 from projections.view import View
 
 PATHS = (
@@ -28,6 +30,8 @@ PATHS = (
     "/nodes",
     "/usage",
     "/health",
+    "/preemptions",
+    "/rejections",
     "/openapi.json",
 )
 
@@ -220,6 +224,14 @@ OPENAPI: dict[str, Any] = {
             [{"name": "points", "in": "query", "required": False, "schema": {"type": "boolean"}}],
         ),
         "/health": _get("how far the view has read, and the command check", {"type": "object"}),
+        "/preemptions": _get(
+            "the newest Preempt commands (job, node, reason, by), newest first",
+            {"type": "object"},
+        ),
+        "/rejections": _get(
+            "the newest inputs refused on quotaflow.rejected (ts, reason, input), newest first",
+            {"type": "object"},
+        ),
         "/openapi.json": _get("this description", {"type": "object"}),
     },
     "components": {
@@ -239,8 +251,13 @@ def _not_found(what: str) -> tuple[int, dict[str, Any]]:
     return 404, {"error": f"{what} not found"}
 
 
-def route(view: View, path: str, query: dict[str, str] | None = None) -> tuple[int, Any]:
-    """The status and JSON body for a GET of `path`."""
+def route(
+    view: View,
+    path: str,
+    query: dict[str, str] | None = None,
+    rejections: Rejections | None = None,
+) -> tuple[int, Any]:
+    """The status and JSON body for a GET of `path` (`rejections`: what the process read)."""
     query = query or {}
     parts = [unquote(p) for p in path.strip("/").split("/") if p]
     if parts == ["openapi.json"]:
@@ -265,4 +282,16 @@ def route(view: View, path: str, query: dict[str, str] | None = None) -> tuple[i
         return 200, usage_view(view, points=query.get("points", "") in ("1", "true", "yes"))
     if parts == ["health"]:
         return 200, health_view(view)
+    if parts[:1] == ["accounting"]:
+        return job_list.route(view, parts, query)
+    if parts == ["preemptions"]:
+        return 200, {
+            "as_of": {"seq": view.state.seq, "ts": view.state.ts},
+            "preemptions": recent_preemptions(view.timelines),
+        }
+    if parts == ["rejections"]:
+        return 200, {
+            "rejections": [] if rejections is None else rejections.newest(),
+            "read": 0 if rejections is None else rejections.read,
+        }
     return 404, {"error": f"no such path {path!r}", "paths": list(PATHS)}

@@ -21,20 +21,22 @@ import os
 import signal
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from domain.codec import decode_journal
-from projections.api import route
 from projections.checkpoint import CheckpointError, header, load
-from projections.http_security import authorized, server_tls
+from projections.http_security import server_tls
 from projections.projector import Projector
+from projections.recent import Rejections, follow_rejections
+from projections.view import View
+from projections.web import application
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class Settings:
     token: str | None = None  # bearer token required for everything but /health
     tls_cert: Path | None = None  # serve HTTPS with this certificate chain and key (PEM)
     tls_key: Path | None = None
+    rejected: str | None = None  # quotaflow.rejected: its tail feeds /rejections and the page
 
 
 def code_fingerprint() -> str:
@@ -97,6 +100,11 @@ class Process:
         self.written = 0
         self.dump_s = 0.0  # how long the last checkpoint took to serialize
         self.stopping = asyncio.Event()
+        self.rejections = Rejections()
+        self.instance = uuid.uuid4().hex[:12]
+        self.started_s = time.time()
+        self.last_record_s: float | None = None  # wall time the last record was read
+        self.lag: int | None = None  # records on the topics not yet read (refreshed on demand)
 
     # -- start: load the checkpoint, position the consumer -------------------------------
 
@@ -193,7 +201,8 @@ class Process:
             auto_offset_reset="earliest",
         )
         await consumer.start()
-        runner = web.AppRunner(self._web(), access_log=None)
+        runner = web.AppRunner(application(self, token=self.settings.token), access_log=None)
+        follower: asyncio.Task[None] | None = None
         try:
             self.partitions = await self._partitions()
             consumer.assign(self.partitions)
@@ -209,8 +218,21 @@ class Process:
                 self.settings.host,
                 self.settings.port,
             )
+            if self.settings.rejected is not None:
+                follower = asyncio.create_task(
+                    follow_rejections(
+                        self.settings.bootstrap,
+                        self.settings.rejected,
+                        self.rejections,
+                        self.stopping,
+                        self.settings.kafka_options,
+                    )
+                )
             await self._consume()
         finally:
+            if follower is not None:
+                follower.cancel()
+                await asyncio.gather(follower, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await self._checkpoint()
             await runner.cleanup()
@@ -223,6 +245,8 @@ class Process:
         last_checkpoint = loop.time()
         while not self.stopping.is_set():
             batch = await consumer.getmany(timeout_ms=500, max_records=500)
+            if batch:
+                self.last_record_s = time.time()
             restart = False
             for tp in sorted(batch):
                 where = f"{tp.topic}:{tp.partition}"
@@ -303,36 +327,43 @@ class Process:
             "bytes": len(data),
         }
 
-    # -- HTTP ------------------------------------------------------------------------------------
+    # -- liveness and the rejections' tail ------------------------------------------------------
 
-    def _web(self) -> web.Application:
-        async def answer(request: web.Request) -> web.Response:
-            if not authorized(
-                request.path, request.headers.get("Authorization"), self.settings.token
-            ):
-                return web.Response(
-                    body=orjson.dumps(
-                        {"error": "a bearer token is required (Authorization: Bearer ...)"}
-                    ),
-                    content_type="application/json",
-                    status=401,
-                    headers={"WWW-Authenticate": 'Bearer realm="quotaflow"'},
-                )
-            view = self.projector.view
-            view.process["read_since_start"] = {
-                "journal": self.projector.journal_fed,
-                "all": self.projector.fed,
-            }
-            status, body = route(view, request.path, dict(request.query))
-            return web.Response(
-                body=orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS),
-                content_type="application/json",
-                status=status,
-            )
+    async def refresh_lag(self) -> None:
+        """Records on the journal and commands topics not yet read: high water minus position."""
+        consumer = self.consumer
+        if consumer is None:
+            return
+        lag = 0
+        try:
+            for tp in self.partitions:
+                high = consumer.highwater(tp)
+                if high is None:
+                    return  # nothing fetched yet: unknown, not zero
+                lag += max(0, high - await consumer.position(tp))
+        except Exception:
+            return
+        self.lag = lag
 
-        app = web.Application()
-        app.router.add_get("/{path:.*}", answer)
-        return app
+    @property
+    def view(self) -> View:
+        return self.projector.view
+
+    def read_since_start(self) -> dict[str, int]:
+        return {"journal": self.projector.journal_fed, "all": self.projector.fed}
+
+    def liveness(self) -> dict[str, Any]:
+        view = self.projector.view
+        return {
+            "component": "projections",
+            "instance": self.instance,
+            "started_s": self.started_s,
+            "last_record_s": self.last_record_s,
+            "lag": self.lag,
+            "journal_seq": view.state.seq,
+            "journal_ts": view.state.ts,
+            "now_s": time.time(),
+        }
 
 
 def run(settings: Settings) -> int:

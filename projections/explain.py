@@ -128,7 +128,21 @@ def explain_job(view: View, job_id: str) -> dict[str, Any]:
         out["status"] = ended.value
         finished = [e for e in timeline if e["event"] == "finished"]
         when = f" at ts {finished[-1]['ts']}" if finished else ""
-        out["summary"] = f"{job_id} has ended: {ended.value}{when}"
+        exits = [
+            f"exit {e['exit_code']}"
+            + (f" ({e['reason']})" if e.get("reason") else "")
+            + f" on {e['node']}"
+            for e in finished
+            if e.get("exit_code") is not None and e["attempt"] == finished[-1]["attempt"]
+        ]
+        how = f" ({', '.join(exits)})" if exits else ""
+        out["summary"] = f"{job_id} has ended: {ended.value}{when}{how}{_ending(view, job_id)}"
+    elif job.id in state.waiting:
+        deps = sorted(state.waiting[job.id])
+        out["status"] = "pending"
+        out["kind"] = "dependency"
+        out["waiting_for"] = deps
+        out["summary"] = f"{job_id} waits for {', '.join(deps)} to succeed (after_ok)"
     elif job.status is JobStatus.PENDING:
         rows = pending_jobs(state, job.queue, state.ts)
         row = next((r for r in rows if r["job"] == job_id), None)
@@ -161,11 +175,43 @@ def explain_job(view: View, job_id: str) -> dict[str, Any]:
             f"{', '.join(f'{n} x{t}' for n, t in sorted(job.placements.items()))}, "
             f"dispatched as {'/'.join(reasons) or '?'}"
         )
+    attempts = attempt_outcomes(timeline)
+    if attempts:
+        out["attempts"] = attempts
     if preemptions:
         out["preemptions"] = preemptions
     if made_room:
         out["made_room_by"] = made_room
     return out
+
+
+def attempt_outcomes(timeline: Iterable[dict[str, Any]]) -> list[str]:
+    """One line per node report of an attempt's end: outcome, exit code and reason."""
+    lines = []
+    for entry in timeline:
+        if entry["event"] != "finished":
+            continue
+        code = entry.get("exit_code")
+        why = entry.get("reason")
+        detail = "" if code is None else f", exit code {code}"
+        detail += "" if why is None else f" ({why})"
+        lines.append(
+            f"attempt {entry['attempt']} {entry['outcome']} on {entry['node']} "
+            f"at ts {entry['ts']}{detail}"
+        )
+    return lines
+
+
+def _ending(view: View, job_id: str) -> str:
+    """Why an ended job ended, where the journal says more than its status."""
+    dep = view.state.dependency_failed.get(job_id)
+    if dep is not None:
+        return f"; its dependency {dep} did not succeed (after_ok)"
+    timeline = view.timelines.get(job_id, [])
+    last = _last_preemption(timeline)
+    if last is not None and last.get("reason") == "time_limit":
+        return f"; stopped at its time limit (ts {last['ts']})"
+    return ""
 
 
 def explain_at(
@@ -191,5 +237,7 @@ def render(explanation: dict[str, Any]) -> str:
             lines.append("history: " + item)
     for item in explanation.get("made_room_by", []):
         lines.append("made room: " + item)
+    for item in explanation.get("attempts", []):
+        lines.append("attempt: " + item)
     lines.append(f"(as of ts {explanation['as_of_ts']}, journal seq {explanation['as_of_seq']})")
     return "\n".join(line for line in lines if line)

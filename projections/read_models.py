@@ -127,9 +127,22 @@ def jobs_view(view: View, queue_id: str | None = None) -> list[dict[str, Any]]:
                 "reason": pending["reason"] if pending else None,
                 "nodes": dict(sorted(job.placements.items())),
                 "submitted_ts": job.submitted_ts,
+                "attempt": job.attempt,
+                "retries": job.retries,
+                "waiting_for": sorted(state.waiting.get(job.id, ())),
+                "last_exit": last_exit(view.timelines.get(job.id, [])),
             }
         )
     return rows
+
+
+def last_exit(timeline: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last reported end of an attempt (a failed one before a retry): code and reason."""
+    for entry in reversed(timeline):
+        if entry["event"] == "finished":
+            keys = ("attempt", "outcome", "exit_code", "reason")
+            return {key: entry[key] for key in keys if key in entry}
+    return None
 
 
 def nodes_view(view: View) -> dict[str, Any]:

@@ -58,7 +58,8 @@ def record_event(timelines: Timelines, record: JournalRecord) -> None:
                 "node": event.node,
                 "attempt": event.attempt,
                 "outcome": event.outcome,
-            },
+            }
+            | _exit(event),
         )
     elif isinstance(event, JobPreempted):
         _entry(
@@ -149,3 +150,9 @@ def queue_of(timelines: Timelines, job_id: str) -> str | None:
         if entry["event"] == "submitted":
             return str(entry["queue"])
     return None
+
+
+def _exit(event: JobFinished) -> dict[str, Any]:
+    """The exit code and its reason (a signal), when the agent reported them (--exec)."""
+    found = {key: getattr(event, key, None) for key in ("exit_code", "reason")}
+    return {key: value for key, value in found.items() if value is not None}

@@ -23,6 +23,7 @@ from domain.events import JournalRecord
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.resources import Resources
 from domain.state import State
+from projections.accounting import Ledger
 from projections.command_check import CommandCheck
 from projections.timelines import Timelines, record_command, record_event
 from projections.usage import Series, may_change_usage, sample
@@ -44,6 +45,9 @@ class View:
     preemptions: dict[str, int] = field(default_factory=dict)  # victim queue -> Preempt count
     check: CommandCheck = field(default_factory=CommandCheck)
     errors: list[str] = field(default_factory=list)
+    ledger: Ledger = field(
+        default_factory=Ledger
+    )  # every job's account (projections/accounting.py)
     # How the serving process got this view (resumed from a checkpoint or rebuilt, its
     # checkpoints since): shown by /health, never saved in a checkpoint.
     process: dict[str, Any] = field(default_factory=dict)
@@ -64,6 +68,7 @@ class View:
         emitted += more  # empty: the group was closed above, exactly as fold would have
         self.records += 1
         record_event(self.timelines, record)
+        self.ledger.note(record)
         return emitted
 
     def finish(self) -> list[NodeCommand]:
@@ -78,6 +83,7 @@ class View:
             self.check.expect(command)
         # Series are piecewise constant and integrated lazily, so a group that changed no
         # allocation or capacity needs no sample (a lost node changes the cluster capacity).
+        self.ledger.observe(self.state, commands)
         if commands or self._usage_dirty or self.state.capacity != self._sampled_capacity:
             sample(self.state, ts, self.queue_usage, self.node_usage, self.cluster_usage)
             self._usage_dirty = False

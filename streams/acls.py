@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from streams.kafka_io import KafkaSecurity, Topics, admin_client
+from streams.topics import LOGS
 
 # Kafka's wire codes (org.apache.kafka.common.acl / resource).
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 2, 3, 4, 5
@@ -74,6 +75,11 @@ def role_acls(topics: Topics, teams: Iterable[str], producers: dict[str, str]) -
     # The scheduler creates its topics when they are missing; existing ones it only checks.
     for topic in (topics.jobs, topics.nodes, topics.admin):
         allow("scheduler", TOPIC, topic, CREATE, DESCRIBE_CONFIGS)
+    # Jobs' output: the scheduler only creates the topic; agents write it, readers read it.
+    logs = topics.name(LOGS)
+    allow("scheduler", TOPIC, logs, CREATE, DESCRIBE, DESCRIBE_CONFIGS)
+    allow("agent", TOPIC, logs, WRITE, DESCRIBE)
+    allow("reader", TOPIC, logs, READ, DESCRIBE)
     # Standby schedulers elect the active one through a one-partition topic and a group.
     leader = topics.name("quotaflow.leader")
     allow("scheduler", TOPIC, leader, READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS)

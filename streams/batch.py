@@ -65,6 +65,7 @@ class BatchOutcome:
     ts: int = 0
     last_seq: int = 0
     aborted: bool = False  # Kafka failed the transaction; inputs were sought back to re-read
+    rejections: list[str] = field(default_factory=list)  # the kind of each refusal
 
 
 @dataclass(slots=True)

@@ -151,6 +151,12 @@ TOPIC_CONFIGS: dict[str, dict[str, str]] = {
     names.COMMANDS: {"cleanup.policy": "delete", **UNLIMITED},
     names.REJECTED: {"cleanup.policy": "delete", "retention.ms": str(30 * DAY_MS)},
     names.SNAPSHOTS: {"cleanup.policy": "compact", **UNLIMITED},
+    # Jobs' output: for people, bounded by age and by size (per partition); the node keeps files.
+    names.LOGS: {
+        "cleanup.policy": "delete",
+        "retention.ms": str(7 * DAY_MS),
+        "retention.bytes": str(1 << 30),
+    },
 }
 
 
@@ -287,6 +293,13 @@ PRODUCER_BATCH_BYTES = int(os.environ.get("QUOTAFLOW_PRODUCER_BATCH_BYTES", str(
 # The scheduler's fetch long-poll: the broker answers a fetch after this long even with no
 # data, so it bounds how long a new input waits when the consumer is idle (aiokafka: 500).
 SCHEDULER_FETCH_WAIT_MS = int(os.environ.get("QUOTAFLOW_FETCH_WAIT_MS", "10"))
+# Broker failures (docs/kafka.md, "Failover"): producers wait for every in-sync replica and
+# are idempotent; a send retries through a leader election until REQUEST_TIMEOUT_MS, then the
+# scheduler aborts the batch and rebuilds from the journal. A dead scheduler's open
+# transaction is aborted after TRANSACTION_TIMEOUT_MS, or when its successor starts.
+REQUEST_TIMEOUT_MS = 30_000
+RETRY_BACKOFF_MS = 200
+TRANSACTION_TIMEOUT_MS = 60_000
 
 
 def transactional_producer(
@@ -301,6 +314,9 @@ def transactional_producer(
         acks="all",
         linger_ms=PRODUCER_LINGER_MS,
         max_batch_size=PRODUCER_BATCH_BYTES,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        retry_backoff_ms=RETRY_BACKOFF_MS,
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
     )
 
 
@@ -313,7 +329,11 @@ def idempotent_producer(
         enable_idempotence=True,
         acks="all",
         **security_options(security),
-        **options,
+        **{
+            "request_timeout_ms": REQUEST_TIMEOUT_MS,
+            "retry_backoff_ms": RETRY_BACKOFF_MS,
+            **options,
+        },
     )
 
 
@@ -324,7 +344,8 @@ def read_committed_consumer(
     *,
     fetch_max_wait_ms: int = 500,
 ) -> AIOKafkaConsumer:
-    """A consumer that never sees aborted transactions and commits only when told to."""
+    """A consumer that never sees aborted transactions and commits only when told to
+    (after a broker failure it finds the new leader and reconnects by itself)."""
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         **security_options(security),
@@ -333,6 +354,8 @@ def read_committed_consumer(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         fetch_max_wait_ms=fetch_max_wait_ms,
+        request_timeout_ms=REQUEST_TIMEOUT_MS + 10_000,  # above the brokers' fetch wait
+        retry_backoff_ms=RETRY_BACKOFF_MS,
     )
 
 

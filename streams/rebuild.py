@@ -17,6 +17,7 @@ from domain.state import State
 from streams.journal_reader import stream_to_end
 from streams.kafka_io import Topics
 from streams.snapshots import Manifest, newest_first, read_journal_from
+from streams.standby import WarmStart, continue_warm
 
 __all__ = ["load_state"]
 
@@ -29,9 +30,16 @@ async def load_state(
     cluster: str,
     plugins: Plugins = DEFAULT_PLUGINS,
     load_snapshots: bool = True,
+    *,
+    warm: WarmStart | None = None,
 ) -> tuple[State, Manifest | None]:
-    """The newest valid snapshot plus the journal after it, or the whole journal folded."""
+    """A standby's state continued to the journal's end (``warm``, when the journal confirms
+    it), else the newest valid snapshot plus the journal after it, or the whole journal folded."""
     key = cluster.encode()
+    if warm is not None:
+        state = await continue_warm(bootstrap, topics, key, warm, plugins)
+        if state is not None:
+            return state, None
     if load_snapshots:
         try:
             found = await _from_snapshot(bootstrap, topics, cluster, plugins)

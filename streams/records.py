@@ -90,6 +90,15 @@ def rejection_bytes(record: ConsumerRecord[bytes, bytes], ts: int, reason: str) 
     return dumps(wire)
 
 
+SOURCE_HEADER = "quotaflow.source"
+
+
+def source_headers(record: ConsumerRecord[bytes, bytes]) -> list[tuple[str, bytes]]:
+    """The journal record's header naming its input: topic, partition and offset, as JSON."""
+    where = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
+    return [(SOURCE_HEADER, dumps(where))]
+
+
 def describe(exc: BaseException) -> str:
     """An exception as a short reason: its type, and its message when it has one."""
     return clip(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

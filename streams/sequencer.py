@@ -16,7 +16,8 @@ import hashlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -59,6 +60,7 @@ from streams.kafka_io import (
     transactional_producer,
 )
 from streams.liveness import LivenessTracker
+from streams.metrics import SchedulerMonitor
 from streams.rebuild import load_state
 from streams.records import (
     PRODUCER_STATE_ERRORS,
@@ -66,6 +68,7 @@ from streams.records import (
     describe,
     journal_bytes,
     rejection_bytes,
+    source_headers,
 )
 from streams.snapshots import (
     SNAPSHOT_RECORDS,
@@ -73,6 +76,8 @@ from streams.snapshots import (
     Manifest,
     SnapshotWriter,
 )
+from streams.standby import WarmStart
+from streams.status import observed
 from streams.topics import JOBS
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
@@ -101,6 +106,9 @@ class Scheduler:
         snapshot_seconds: float = SNAPSHOT_SECONDS,
         load_snapshots: bool = True,
         teams: Mapping[str, str] | None = None,
+        warm: WarmStart | None = None,
+        on_started: Callable[[], Awaitable[None]] | None = None,
+        monitor: SchedulerMonitor | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.cluster = cluster
@@ -131,11 +139,18 @@ class Scheduler:
         self._team_topics = {
             self.topics.team_jobs(team): (team, root) for team, root in self.teams.items()
         }
+        # A standby's state, folded up to a journal offset, and what to do once started
+        # (announce this instance as the active one): streams/leadership.py.
+        self.warm = warm
+        self.on_started = on_started
         self._last_journal: asyncio.Future[Any] | None = None  # the open batch's last record
         # Heartbeats heard but not journaled (they changed nothing but time); see
         # streams/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
         self.liveness = LivenessTracker()
         self._last_commit_ms = 0  # clock of the last committed transaction
+        self.monitor = monitor  # metrics and liveness (streams/metrics.py); None: not observed
+        if monitor is not None:
+            monitor.attach(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -168,6 +183,8 @@ class Scheduler:
             self.state.ts,
             ", ".join([*self.topics.ingress, *self._team_topics]),
         )
+        if self.on_started is not None:
+            await self.on_started()
 
     async def stop(self) -> None:
         for client in (self._consumer, self._producer):
@@ -287,8 +304,9 @@ class Scheduler:
         self.snapshots.loaded(manifest, self.clock())
 
     async def _load(self) -> tuple[State, Manifest | None]:
+        warm, self.warm = self.warm, None
         return await load_state(
-            self.bootstrap, self.topics, self.cluster, self.plugins, self.load_snapshots
+            self.bootstrap, self.topics, self.cluster, self.plugins, self.load_snapshots, warm=warm
         )
 
     async def _seek_committed(self) -> None:
@@ -377,6 +395,8 @@ class Scheduler:
         outcome = BatchOutcome(ts=ts)
         pending = Pending()
         alive: list[NodesAlive] = []
+        started = time.perf_counter()
+        cycle_s = 0.0
         try:
             async with producer.transaction():
                 # Nodes heard since their last journaled heartbeat go first, when the core
@@ -392,10 +412,12 @@ class Scheduler:
                     await self._journal(Tick(), ts, pending)
                     self._apply(Tick(), ts, None)
                     outcome.journaled += 1
+                cycle_started = time.perf_counter()
                 try:
                     self.state, commands = close_group(self.state, self.plugins)
                 except Exception as exc:
                     raise CycleFailure(exc) from exc
+                cycle_s = time.perf_counter() - cycle_started
                 for command in commands:
                     pending.add(
                         await producer.send(
@@ -438,6 +460,17 @@ class Scheduler:
         self.liveness.committed(self.state, alive)
         self.snapshots.committed(self.clock())
         outcome.last_seq = self.state.seq
+        if self.monitor is not None:
+            self.monitor.committed(
+                journaled=outcome.journaled,
+                ticks=int(tick and not alive),
+                rejections=outcome.rejections,
+                commands=commands,
+                cycle_s=cycle_s,
+                transaction_s=time.perf_counter() - started,
+                seq=self.state.seq,
+                ts=self.state.ts,
+            )
         log.debug(
             "batch ts %d: %d journaled (to seq %d), %d rejected, %d commands",
             ts,
@@ -485,6 +518,7 @@ class Scheduler:
             return
         event: Event | None = None
         journaled = b""
+        kind = "isolated"  # the kinds of refusal, for metrics: docs/operations.md
         if reason is None:
             try:
                 # decode_ingress refuses an input over limits.INPUT_BYTES_MAX before parsing it.
@@ -494,8 +528,9 @@ class Scheduler:
                 if team is not None:
                     reason = team_refusal(self.state, team[0], team[1], event)
                 reason = reason or accept(self.state, event)
+                kind = "refused"
             except DecodeError as exc:
-                reason = str(exc)
+                reason, kind = str(exc), "invalid"
             except Exception as exc:
                 raise CoreFailure(key, exc) from exc
         if (
@@ -510,12 +545,16 @@ class Scheduler:
             journaled, reason = journal_bytes(
                 JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
             )
+            kind = "unwritable"
         if reason is not None or event is None:
             await self._reject(record, ts, reason or "refused", pending)
             outcome.rejected += 1
+            outcome.rejections.append(kind)
             return
+        # The header names the input this record journals, so its producer can learn the
+        # verdict; headers are not part of the record's bytes, so replay never sees them.
         self._last_journal = await self._require_producer().send(
-            self.topics.journal, journaled, key=self._key
+            self.topics.journal, journaled, key=self._key, headers=source_headers(record)
         )
         pending.add(self._last_journal)
         self._apply(event, ts, key)
@@ -546,6 +585,10 @@ class Scheduler:
 
     # -- helpers --------------------------------------------------------------------------
 
+    def ingress_reader(self) -> tuple[AIOKafkaConsumer | None, list[TopicPartition]]:
+        """The ingress consumer and its partitions, for the lag behind the ingress topics."""
+        return self._consumer, list(self._partitions)
+
     def _require_producer(self) -> AIOKafkaProducer:
         if self._producer is None:
             raise RuntimeError("scheduler not started")
@@ -568,8 +611,16 @@ async def run_scheduler(
     snapshot_seconds: float | None = None,
     load_snapshots: bool = True,
     teams: Mapping[str, str] | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    liveness: bool = True,
 ) -> None:
-    """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance."""
+    """Runs one cluster's scheduler until `stop` is set or it is fenced by a newer instance.
+
+    With `metrics_port`, serves /metrics and /health there; with `liveness`, publishes its
+    liveness to quotaflow.status (streams/status.py) while it runs.
+    """
+    monitor = SchedulerMonitor(cluster)
     scheduler = Scheduler(
         bootstrap,
         cluster,
@@ -579,8 +630,16 @@ async def run_scheduler(
         snapshot_seconds=SNAPSHOT_SECONDS if snapshot_seconds is None else snapshot_seconds,
         load_snapshots=load_snapshots,
         teams=teams,
+        monitor=monitor,
     )
-    await scheduler.run(stop)
+    await observed(
+        scheduler,
+        monitor,
+        stop or asyncio.Event(),
+        metrics=(metrics_host, metrics_port),
+        liveness=liveness,
+        replication_factor=(topic_settings or TopicSettings()).replication_factor,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,8 @@
-"""Settle action: what must happen before allocation: lost nodes, restarted agents, cancelled jobs, timers (pure)."""
+"""Settle action: what must happen before allocation: lost nodes, restarted agents, cancelled jobs, time limits, timers (pure)."""
 
 from __future__ import annotations
 
+from domain.actions.time_limit import stop_overdue
 from domain.cycle.framework import Cycle
 from domain.state import JobStatus
 
@@ -11,7 +12,9 @@ class Settle:
 
     def execute(self, cycle: Cycle) -> None:
         state = cycle.state
-        cycle.statement.pop_due_timers(cycle.ts)  # a due timer only wakes the cycle
+        if state.timers_due(cycle.ts):
+            stop_overdue(cycle)  # time limits; any other due timer only wakes the cycle
+        cycle.statement.pop_due_timers(cycle.ts)
         self._lose_silent_nodes(cycle)
         if state.reconcile_requests:
             self._reconcile_restarted_agents(cycle)

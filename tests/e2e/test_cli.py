@@ -91,7 +91,7 @@ def test_queue_apply_invalid_manifest(tmp_path: Path, text: str, needle: str) ->
         (["--queue", "a", "--tasks", "2", "--min-tasks", "3"], "min_tasks"),
         (["--queue", "a", "--interactive", "--preemptible"], "interactive"),
         (["--queue", "a", "--gpu", "0.0001"], "gpu"),
-        (["--queue", "a", "--unknown-flag"], "unrecognized"),
+        (["--queue", "a", "--unknown-flag"], "No such option '--unknown-flag'"),
     ],
 )
 def test_submit_invalid_flags(flags: list[str], needle: str) -> None:
@@ -127,9 +127,58 @@ def test_agent_rejects_a_bad_node_id_before_connecting() -> None:
 
 
 def test_unknown_command_and_missing_arguments() -> None:
-    assert_one_line_error(quotaflow("teleport"), "invalid choice")
+    assert_one_line_error(quotaflow("teleport"), "no such command 'teleport'")
     assert_one_line_error(quotaflow("cancel"), "JOB")
     assert_one_line_error(quotaflow("cluster", "configure", "--placement", "random"), "placement")
+
+
+def test_typos_get_a_suggestion() -> None:
+    result = quotaflow("sumbit", "--queue", "a")
+    assert_one_line_error(result, "no such command 'sumbit'", "did you mean submit?")
+    assert result.returncode == 2
+    result = quotaflow("submit", "--usr", "alice", "--queue", "a")
+    assert_one_line_error(result, "--usr", "--user")
+    assert_one_line_error(quotaflow("queue", "aply", "x.yaml"), "did you mean apply?")
+
+
+def test_help_per_command_and_shell_completion() -> None:
+    assert "--min-tasks" in quotaflow("submit", "--help").stdout
+    assert "--dry-run" in quotaflow("queue", "apply", "--help").stdout
+    script = Path(sys.executable).parent / "quotaflow"
+    completion = subprocess.run(
+        [str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(ROOT),
+            "COMP_WORDS": "quotaflow sub",
+            "COMP_CWORD": "1",
+            "_QUOTAFLOW_COMPLETE": "bash_complete",
+        },
+    )
+    assert "submit" in completion.stdout.split()[0], completion
+
+
+def test_every_option_has_an_environment_default(tmp_path: Path) -> None:
+    journal = write(tmp_path, "journal.jsonl", "")
+    script = Path(sys.executable).parent / "quotaflow"
+    result = subprocess.run(
+        [str(script), "jobs", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(ROOT),
+            "QUOTAFLOW_JOBS_FILE": journal,
+            "QUOTAFLOW_JOBS_STATE": "nonsense",
+        },
+    )
+    assert_one_line_error(result, "nonsense")  # the variable reached --state
 
 
 def test_queue_apply_dry_run_prints_events_the_scheduler_accepts(tmp_path: Path) -> None:
@@ -168,3 +217,34 @@ def test_schema_describes_every_event_and_command() -> None:
     }
     assert schema["$defs"]["JobSubmitted"]["additionalProperties"] is False
     assert "seq" in schema["$defs"]["Dispatch"]["required"]
+
+
+def test_watch_redraws_a_view_until_stopped(tmp_path: Path) -> None:
+    from domain.codec import encode_journal
+    from tests.domain.harness import job, queue
+    from tests.projections.journal import Journal
+
+    j = Journal()
+    j.at(1_000, queue("a", 4))
+    j.at(2_000, job("w1", "a", gpu=1, user="erin"))
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b"".join(encode_journal(r) + b"\n" for r in j.records))
+    script = Path(sys.executable).parent / "quotaflow"
+    watcher = subprocess.Popen(
+        [str(script), "jobs", "--file", str(path), "--watch", "0.2"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert watcher.stdout is not None
+        seen: list[str] = []
+        for line in watcher.stdout:  # ends when the process does: a redraw loop must not
+            seen.append(line)
+            if sum(line.startswith("every 0.2s") for line in seen) >= 2:
+                break
+        assert sum(line.startswith("every 0.2s") for line in seen) >= 2, seen
+        assert any("w1" in line and "erin" in line for line in seen)
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=60)

@@ -52,7 +52,7 @@ def _transactional_producer(bootstrap: str) -> AIOKafkaProducer:
 
 def test_topic_constants() -> None:
     assert set(INGRESS) <= set(TOPICS)
-    assert len(set(TOPICS)) == len(TOPICS) == 7
+    assert len(set(TOPICS)) == len(TOPICS) == 8
     assert all(name.startswith("quotaflow.") for name in TOPICS)
 
 

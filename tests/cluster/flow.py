@@ -1,0 +1,280 @@
+"""Jobs streaming through real scheduler processes on a multi-broker cluster, and the lost / duplicated / reproduced checks (test and chaos support, I/O)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaProducer
+
+from streams.kafka_io import Topics, idempotent_producer, read_committed_consumer
+from streams.replay import read_commands, read_journal, replay
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = [f"node-{i}" for i in range(4)]
+CAPACITY = {"gpu": 8, "cpu": 64000, "memory": 256000}
+QUEUE = {"type": "QueueConfigured", "queue": "team", "resources": {"gpu": {"quota": 16}}}
+
+
+def quotaflow_command() -> list[str]:
+    script = Path(sys.executable).parent / "quotaflow"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "cli"]
+
+
+class SchedulerProcess:
+    """One `quotaflow scheduler` instance (leader election on) with its log in a file."""
+
+    def __init__(
+        self, bootstrap: str, topics: Topics, cluster: str, name: str, log_dir: Path
+    ) -> None:
+        self.name = name
+        self.args = [
+            *quotaflow_command(),
+            "scheduler",
+            "--bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            topics.prefix,
+            "--cluster",
+            cluster,
+            "--instance",
+            name,
+            "--replication-factor",
+            "3",
+            "--min-insync-replicas",
+            "2",
+        ]
+        self.log_dir = log_dir
+        self.runs = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = log_dir / f"{name}-0.log"
+
+    def start(self) -> None:
+        self.runs += 1
+        self.log_path = self.log_dir / f"{self.name}-{self.runs}.log"
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        assert self.proc is not None and self.proc.poll() is None, self.log()
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def terminate(self) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def active(self) -> bool:
+        """Whether this run has become the active scheduler and started sequencing."""
+        return self.alive() and " started: journal at seq " in self.log()
+
+
+async def wait_for(probe: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 180) -> Any:
+    """Polls ``probe`` until it returns something truthy; generous for a loaded machine.
+
+    A probe that fails (a client meeting a broker that was just killed) counts as not yet.
+    """
+    deadline = time.monotonic() + timeout_s
+    problem: Exception | None = None
+    while True:
+        try:
+            result = await probe()
+        except Exception as exc:
+            result, problem = None, exc
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what} (last problem: {problem!r})")
+        await asyncio.sleep(0.2)
+
+
+async def send(producer: AIOKafkaProducer, topic: str, value: dict[str, Any], key: str) -> None:
+    """Send and wait; a send that times out during a leader election is sent again.
+
+    A resent record that had in fact arrived is a duplicate input: the scheduler refuses it
+    (a duplicate job id) or journals it as a report that changes nothing.
+    """
+    for attempt in range(30):
+        try:
+            await producer.send_and_wait(topic, orjson.dumps(value), key=key.encode())
+            return
+        except Exception:
+            if attempt == 29:
+                raise
+            await asyncio.sleep(1)
+
+
+@contextlib.asynccontextmanager
+async def node_agents(bootstrap: str, topics: Topics) -> AsyncIterator[None]:
+    """Fake node agents: heartbeat every node, start and finish every Dispatch at once."""
+    producer = idempotent_producer(bootstrap)
+    await producer.start()
+    stop = asyncio.Event()
+
+    async def heartbeats() -> None:
+        while not stop.is_set():
+            for node in NODES:
+                beat = {"type": "NodeHeartbeat", "node": node, "capacity": CAPACITY}
+                await send(producer, topics.nodes, beat, node)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+
+    async def answer() -> None:
+        consumer = read_committed_consumer(bootstrap)
+        await consumer.start()
+        try:
+            consumer.subscribe([topics.commands])
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=200)
+                for records in batch.values():
+                    for record in records:
+                        command = orjson.loads(record.value)
+                        ref = {k: command[k] for k in ("job", "node", "attempt")}
+                        if command["type"] == "Dispatch":
+                            replies = [
+                                {"type": "JobStarted", **ref},
+                                {"type": "JobFinished", **ref, "outcome": "succeeded"},
+                            ]
+                        else:
+                            replies = [{"type": "JobPreempted", **ref}]
+                        for reply in replies:
+                            await send(producer, topics.nodes, reply, command["node"])
+        finally:
+            await consumer.stop()
+
+    tasks = [asyncio.create_task(heartbeats()), asyncio.create_task(answer())]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        await producer.stop()
+
+
+def job(index: int) -> dict[str, Any]:
+    return {
+        "type": "JobSubmitted",
+        "job": f"job-{index:04d}",
+        "queue": "team",
+        "tasks": 1 + index % 3,
+        "resources": {"gpu": 1, "cpu": 2000, "memory": 8000},
+    }
+
+
+async def stream_jobs(
+    bootstrap: str,
+    topics: Topics,
+    indexes: range,
+    during: Callable[[int], Awaitable[None]] | None = None,
+) -> None:
+    """Submit the jobs one by one, awaiting ``during(index)`` after each (to kill things)."""
+    producer = idempotent_producer(bootstrap)
+    await producer.start()
+    try:
+        for index in indexes:
+            submitted = job(index)
+            await send(producer, topics.jobs, submitted, submitted["job"])
+            if during is not None:
+                await during(index)
+            if index % 10 == 0:
+                await asyncio.sleep(0.05)
+    finally:
+        await producer.stop()
+
+
+async def all_finished(bootstrap: str, topics: Topics, cluster: str, jobs: int) -> bool:
+    journal = await read_journal(bootstrap, topics.prefix, cluster)
+    finished = {r.event.job for r in journal if r.event.type == "JobFinished"}
+    return len(finished) >= jobs
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the journal, the commands and the replay audit say about a run."""
+
+    jobs: int
+    lost: int  # submitted but never journaled, or never dispatched
+    duplicated: int  # journaled twice, or dispatched twice for one attempt and node
+    gaps: int  # journal seqs that do not follow one another
+    commands: int
+    reproduced: int
+    audit_ok: bool
+    summary: str
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.lost == 0
+            and self.duplicated == 0
+            and self.gaps == 0
+            and self.audit_ok
+            and self.reproduced == self.commands
+        )
+
+
+async def outcome(bootstrap: str, topics: Topics, cluster: str, jobs: int) -> Outcome:
+    journal = await read_journal(bootstrap, topics.prefix, cluster)
+    gaps = sum(1 for i, r in enumerate(journal) if r.seq != i + 1)
+    submitted = Counter(r.event.job for r in journal if r.event.type == "JobSubmitted")
+    commands = await read_commands(bootstrap, topics.prefix)
+    dispatches = Counter(
+        (c["job"], c["attempt"], c["node"]) for c in commands if c["type"] == "Dispatch"
+    )
+    dispatched = {key[0] for key in dispatches}
+    wanted = {job(i)["job"] for i in range(jobs)}
+    lost = len(wanted - set(submitted)) + len(wanted - dispatched)
+    duplicated = sum(n - 1 for n in submitted.values()) + sum(n - 1 for n in dispatches.values())
+    report = await replay(bootstrap, topics.prefix, cluster)
+    return Outcome(
+        jobs=jobs,
+        lost=lost,
+        duplicated=duplicated,
+        gaps=gaps,
+        commands=len(commands),
+        reproduced=report.reproduced,
+        audit_ok=report.ok,
+        summary=report.summary(),
+    )
+
+
+async def partition_leader(bootstrap: str, topic: str) -> int:
+    """The node id leading partition 0 of ``topic`` (-1 while there is none)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    for entry in described:
+        for partition in entry["partitions"]:
+            if partition["partition"] == 0:
+                return int(partition["leader"])
+    return -1
