@@ -11,6 +11,7 @@ The comparison is made below the two queues' meeting point, as for reclaim
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from domain.commands import PreemptReason
@@ -104,6 +105,21 @@ class ReclaimDeserved:
                     if quota[r] != UNLIMITED and used[r] < quota[r] - EPSILON:
                         return False
         return True
+
+    def release_room(self, cycle: CycleView, job: Job, queue_id: str) -> tuple[float, float, float]:
+        """How much stopping `queue_id`'s jobs may release before `allows_after` refuses: per
+        guarded resource, the least, over the victim side's entities, of what the entity uses
+        above its deserved quota (domain.cycle.framework.ReleaseBound)."""
+        state = cycle.state
+        room = [math.inf, math.inf, math.inf]
+        asked = guarded(state, job)
+        for entity in below_meeting_point(state, queue_id, job.queue):
+            used, _ = _usage(cycle, entity)
+            quota = deserved(state, entity)
+            for r, _ in asked:
+                if quota[r] != UNLIMITED:
+                    room[r] = min(room[r], used[r] - quota[r])
+        return (room[0], room[1], room[2])
 
     def _within_deserved(self, cycle: CycleView, job: Job, entities: list[Entity]) -> bool:
         """Every entity stays within its deserved quota once the whole job runs."""
