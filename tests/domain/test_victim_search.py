@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from domain.commands import NodeCommand
 from domain.events import Event
 from domain.reasons import ReasonKind
@@ -34,6 +36,17 @@ def preempted(commands: list[NodeCommand]) -> list[tuple[str, str]]:
     return [(c.job, c.reason) for c in commands if c.type == "Preempt"]
 
 
+def every_queue_has_its_guarantee(cluster: Cluster) -> None:
+    """Every queue holds at least min(deserved quota, demand) in GPUs, and no job was
+    preempted by one that it had preempted (no preemption cycles)."""
+    for queue_id in cluster.queue_ids():
+        queue = cluster.state.queues[queue_id]
+        want = min(queue.quota.quota[0], queue.demand.gpu)
+        assert queue.subtree_allocated.gpu >= want, (queue_id, queue.subtree_allocated.gpu, want)
+    pairs = {(c.job, c.by) for c in cluster.commands if c.type == "Preempt" and c.by}
+    assert not {(by, victim) for victim, by in pairs} & pairs
+
+
 def test_a_multi_gpu_job_reclaims_one_node_of_one_gpu_jobs_with_unordered_ids() -> None:
     """400 one-GPU jobs j0..j399 fill 50 nodes; an 8-GPU job of the other queue takes the
     eight jobs of one node back, whatever order the ids sort in."""
@@ -50,6 +63,25 @@ def test_a_multi_gpu_job_reclaims_one_node_of_one_gpu_jobs_with_unordered_ids() 
     assert len({c.node for c in issued if c.type == "Preempt"}) == 1
     assert cluster.job_view("big").status == "running"
     assert (gpus(cluster, "q0"), gpus(cluster, "q1")) == (392, 8)
+    every_queue_has_its_guarantee(cluster)
+    assert cluster.when(3, event("Tick")) == []
+
+
+def test_a_multi_gpu_job_reclaims_one_node_of_jobs_with_uuid_ids() -> None:
+    """The same with the CLI's default ids (UUIDs, in no order related to the nodes)."""
+    cluster = Cluster()
+    nodes = [node(f"n{i}", gpu=8) for i in range(50)]
+    cluster.given(0, gpu_queue("q0", 200), gpu_queue("q1", 200), *nodes)
+    ids = [str(uuid.UUID(int=(i * 0x9E3779B97F4A7C15) % 2**128)) for i in range(400)]
+    cluster.given(1, *[job(name, "q0") for name in ids])
+    settle(cluster, 1)
+    cluster.when(2, job(str(uuid.UUID(int=7)), "q1", gpu=8))
+    issued = settle(cluster, 2)
+    assert len(preempted(issued)) == 8
+    assert len({c.node for c in issued if c.type == "Preempt"}) == 1
+    assert (gpus(cluster, "q0"), gpus(cluster, "q1")) == (392, 8)
+    every_queue_has_its_guarantee(cluster)
+    assert cluster.when(3, event("Tick")) == []
 
 
 def test_a_victim_that_would_take_its_queue_below_fair_share_is_skipped_not_the_end() -> None:
@@ -66,6 +98,7 @@ def test_a_victim_that_would_take_its_queue_below_fair_share_is_skipped_not_the_
     issued = settle(cluster, 3)
     assert preempted(issued) == [("b-small", "reclaim")]
     assert (gpus(cluster, "a"), gpus(cluster, "b")) == (2, 2)
+    every_queue_has_its_guarantee(cluster)
     # Settled: nothing more happens, no preemption back and forth.
     assert cluster.when(4, event("Tick")) == []
 
@@ -105,6 +138,42 @@ def test_oversubscribed_quotas_with_feasible_demand_end_at_deserved_quotas() -> 
     assert (gpus(cluster, "a"), gpus(cluster, "b")) == (6, 2)
 
 
+def test_an_oversubscribed_cluster_gives_every_queue_min_deserved_and_demand() -> None:
+    """Quotas 4 + 6 + 6 on 8 GPUs (16 > 8). a runs eight 1-GPU jobs over two nodes (ids in
+    no node order); b wants two 1-GPU jobs and c one 2-GPU job. Fair shares 4, 2 and 2: each
+    takes its share back from a, c's two victims on one node; then nothing moves."""
+    cluster = Cluster()
+    cluster.given(
+        0, gpu_queue("a", 4), gpu_queue("b", 6), gpu_queue("c", 6), node("n1", 4), node("n2", 4)
+    )
+    cluster.given(1, *[job(f"a{(i * 5) % 8}", "a") for i in range(8)])
+    settle(cluster, 1)
+    cluster.when(2, job("b0", "b"), job("b1", "b"), job("c0", "c", gpu=2))
+    issued = settle(cluster, 2)
+    assert [r for _, r in preempted(issued)] == ["reclaim"] * 4
+    assert (gpus(cluster, "a"), gpus(cluster, "b"), gpus(cluster, "c")) == (4, 2, 2)
+    every_queue_has_its_guarantee(cluster)
+    assert cluster.when(3, event("Tick")) == []
+
+
+def test_the_fallback_takes_a_whole_job_from_a_queue_above_its_deserved_quota() -> None:
+    """a deserves 1 and waits; b deserves 3 and runs 2 + 2 on the only 4-GPU node. Every
+    victim takes b below its fair share (3), so plain reclaim cannot; b is above its deserved
+    quota, so the fallback takes one 2-GPU job: a ends with its 1, b with 2 (contract §6:
+    even below its fair share), and nothing comes back."""
+    cluster = Cluster()
+    cluster.given(0, gpu_queue("a", 1), gpu_queue("b", 3), node("n1", 4))
+    cluster.given(1, job("b0", "b", gpu=2), job("b1", "b", gpu=2))
+    settle(cluster, 1)
+    cluster.when(2, job("a0", "a"))
+    issued = settle(cluster, 2)
+    assert [r for _, r in preempted(issued)] == ["reclaim"]
+    assert (gpus(cluster, "a"), gpus(cluster, "b")) == (1, 2)
+    # b is below min(3, 4) only by whole jobs: its 2-GPU job would take it to 4 > 3.
+    assert cluster.job_view("b0").status == "pending" or cluster.job_view("b1").status == "pending"
+    assert cluster.when(3, event("Tick")) == []
+
+
 def test_reclaim_combines_stopping_a_job_with_moving_another() -> None:
     """Two 4-GPU nodes; a deserves 4 and runs 2 on n1 and 2 + 1 on n2 (a = 5); b deserves 4
     and submits a 4-GPU job. Reclaim a's 1-GPU job, move a's 2-GPU job to n1 (room free now,
@@ -137,6 +206,7 @@ def test_reclaim_combines_stopping_a_job_with_moving_another() -> None:
     settle(cluster, 10)
     assert cluster.job_view("big").placements == (("n2", 1),)
     assert (gpus(cluster, "a"), gpus(cluster, "b")) == (4, 4)
+    every_queue_has_its_guarantee(cluster)
     assert cluster.when(11, event("Tick")) == []
 
 
