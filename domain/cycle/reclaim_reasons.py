@@ -25,15 +25,6 @@ SHOWN = 5  # queues named in the sentence; the facts carry all of them
 def reclaim_reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
     """The reason why reclaim did not make room, or None when the job's queue may not
     reclaim at all (then the room reason stands alone)."""
-    if not below_deserved(cycle, job):
-        return None  # the promise is kept: the room reason stands alone
-    rules = [
-        rule
-        for rule in cycle.plugins.preemption_rules
-        if rule.fairness and not rule.explicit and rule.applies(cycle, job)
-    ]
-    if not rules:
-        return None
     explicit = cycle.explicit_reasons()
     displaced = tuple(sorted(item for item in job.displaced_by.items() if item[1] in explicit))
     key: tuple[object, ...] = (job.queue, job.per_task, job.tasks, job.node_selector)
@@ -43,10 +34,23 @@ def reclaim_reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
     changes = cycle.lasting_changes()
     if cached is not None and changes is not None and cached[0] == changes:
         return cached[1]
-    found = _diagnose(cycle, job, rules, blocked)
+    found = _reason(cycle, job, blocked)
     if changes is not None:
         memo[key] = (changes, found)
     return found
+
+
+def _reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
+    if not below_deserved(cycle, job):
+        return None  # the promise is kept: the room reason stands alone
+    rules = [
+        rule
+        for rule in cycle.plugins.preemption_rules
+        if rule.fairness and not rule.explicit and rule.applies(cycle, job)
+    ]
+    if not rules:
+        return None
+    return _diagnose(cycle, job, rules, blocked)
 
 
 def _diagnose(

@@ -112,8 +112,8 @@ def below_meeting_point(state: State, queue_id: str, other_id: str) -> list[Enti
 
 def _requested(job: Job) -> list[tuple[int, int]]:
     """(resource index, amount) for each resource the whole job asks for."""
-    request = job.request.as_tuple()
-    return [(r, amount) for r, amount in enumerate(request) if amount > 0]
+    tasks = job.tasks  # the job's request (per_task x tasks), without building Resources
+    return [(r, amount * tasks) for r, amount in enumerate(job.per_task.as_tuple()) if amount > 0]
 
 
 class Reclaim:
