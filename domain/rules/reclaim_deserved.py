@@ -52,7 +52,7 @@ class ReclaimDeserved:
     reason: PreemptReason = "reclaim"
     explains = (
         "or, where whole jobs or oversubscribed quotas leave no such victims, from a queue "
-        "above its deserved quota (never below it), the reclaimer ending within its own"
+        "above its deserved quota, the reclaimer ending within its own"
     )
     explicit = False
     fairness = True
