@@ -39,11 +39,13 @@ from domain.resources import gpu_to_milli
 from domain.simulation import NodeDown, Simulator
 from projections.whatif_overrides import (
     WILDCARD,
+    Item,
     Overrides,
     WhatIfError,
     override_cluster,
     override_queue,
     parse_overrides,
+    with_nodes_down,
 )
 
 __all__ = ["Comparison", "Overrides", "WhatIfError", "compare", "parse_overrides", "workload"]
@@ -92,9 +94,6 @@ def workload(records: Iterable[JournalRecord]) -> list[tuple[int, Event]]:
     return out
 
 
-Item = tuple[int, Event | NodeDown]  # an input of the re-simulation: an event or a directive
-
-
 def with_overrides(items: Iterable[tuple[int, Event]], overrides: Overrides) -> list[Item]:
     out: list[Item] = []
     seen_queues: set[str] = set()
@@ -115,14 +114,7 @@ def with_overrides(items: Iterable[tuple[int, Event]], overrides: Overrides) -> 
         # The journal never configured the cluster: the override applies from the start.
         first = out[0][0] if out else 0
         out.insert(0, (first, override_cluster(ClusterConfigured(), overrides)))
-    unknown = sorted({node for _, node in overrides.nodes_down} - nodes)
-    if unknown:
-        raise WhatIfError(f"nodes_down names node(s) not in the journal: {', '.join(unknown)}")
-    for ts, node in overrides.nodes_down:
-        # After every input of its time: the simulator folds a group in file order.
-        at = next((i for i, (when, _) in enumerate(out) if when > ts), len(out))
-        out.insert(at, (ts, NodeDown(node)))
-    return out
+    return with_nodes_down(out, overrides, nodes)
 
 
 # -- running and measuring ------------------------------------------------------------------------

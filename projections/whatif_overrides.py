@@ -11,10 +11,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from domain.codec import describe_validation_error, event_to_wire
-from domain.events import ClusterConfigured, QueueConfigured
+from domain.events import ClusterConfigured, Event, QueueConfigured
 from domain.plugins import validation_context
+from domain.simulation import NodeDown
 
 WILDCARD = "*"
+Item = tuple[int, Event | NodeDown]  # an input of the re-simulation: an event or a directive
 
 
 class WhatIfError(ValueError):
@@ -121,3 +123,16 @@ def override_cluster(event: ClusterConfigured, overrides: Overrides) -> ClusterC
         return ClusterConfigured.model_validate(body)
     except ValidationError as exc:
         raise WhatIfError(f"cluster: {describe_validation_error(exc)}") from None
+
+
+def with_nodes_down(items: list[Item], overrides: Overrides, nodes: set[str]) -> list[Item]:
+    """The items with the overrides' NodeDown directives, each after every input of its time
+    (the simulator folds a group in file order); `nodes` are the journal's nodes."""
+    unknown = sorted({node for _, node in overrides.nodes_down} - nodes)
+    if unknown:
+        raise WhatIfError(f"nodes_down names node(s) not in the journal: {', '.join(unknown)}")
+    out = list(items)
+    for ts, node in overrides.nodes_down:
+        at = next((i for i, (when, _) in enumerate(out) if when > ts), len(out))
+        out.insert(at, (ts, NodeDown(node)))
+    return out
