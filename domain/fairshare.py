@@ -3,12 +3,16 @@ over-quota priority and weight, water-filled and capped by demand and limit (pur
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from domain.quota import UNLIMITED
+from domain.resources import GPU_SCALE
 from domain.state import Queue, State
 
 OWN = ""  # the slot of a queue's own jobs among its children (sorts before any queue id)
+# Shares are whole units: GPU devices (KAI), millicores, MB; internal units per resource.
+UNITS = (float(GPU_SCALE), 1.0, 1.0)
 
 
 @dataclass(slots=True)
@@ -20,6 +24,7 @@ class Claimant:
     cap: float  # demand capped by limit
     weight: float
     priority: int
+    rank: int = 0  # configuration order: the tie-break of whole-unit rounding, then ident
     given: float = 0.0
 
 
@@ -55,15 +60,45 @@ def water_fill(amount: float, claimants: list[Claimant], weights: list[float]) -
     return used
 
 
-def share_level(amount: float, claimants: list[Claimant]) -> None:
-    """Deserved quota first, then spare by over-quota priority (higher first) and weight."""
+def whole_units(claimants: list[Claimant], unit: float) -> None:
+    """Rounds the shares to whole units by largest remainder, as KAI does for GPUs: each
+    claimant keeps the floor of its share, and the units left over (what the exact shares add
+    up to, rounded up) go one at a time to the largest remainders; ties go to the claimant
+    configured first, then by id. E.g. 3.4 and 7.6 of 11 give 3 and 8."""
+    total = sum(c.given for c in claimants) / unit
+    units = math.ceil(total - 1e-6)
+    floors = [math.floor(c.given / unit + 1e-6) for c in claimants]
+    left = units - sum(floors)
+    order = sorted(
+        range(len(claimants)),
+        key=lambda i: (
+            -round(claimants[i].given / unit - floors[i], 6),
+            claimants[i].rank,
+            claimants[i].ident,
+        ),
+    )
+    for index in order[: max(left, 0)]:
+        floors[index] += 1
+    for claimant, count in zip(claimants, floors, strict=True):
+        claimant.given = count * unit
+
+
+def share_level(amount: float, claimants: list[Claimant], unit: float = 0.0) -> None:
+    """Deserved quota first, then spare by over-quota priority (higher first) and weight;
+    with a `unit`, the results are then whole units (whole_units)."""
+    _share_exact(amount, claimants)
+    if unit > 0 and claimants:
+        whole_units(claimants, unit)
+
+
+def _share_exact(amount: float, claimants: list[Claimant]) -> None:
     deserved = [c.cap if c.quota == UNLIMITED else min(c.quota, c.cap) for c in claimants]
     if sum(deserved) <= amount:
         for claimant, want in zip(claimants, deserved, strict=True):
             claimant.given = want
     else:
         capped = [
-            Claimant(c.ident, c.quota, want, c.weight, c.priority)
+            Claimant(c.ident, c.quota, want, c.weight, c.priority, c.rank)
             for c, want in zip(claimants, deserved, strict=True)
         ]
         water_fill(amount, capped, [max(want, 1e-9) for want in deserved])
@@ -100,15 +135,16 @@ def recompute(state: State, full: bool = False) -> None:
     capacity = state.capacity.as_tuple()
     top = state.top_level_queues()
     shares: list[list[float]] = [[0.0, 0.0, 0.0] for _ in top]
+    rank = {queue_id: position for position, queue_id in enumerate(state.queues)}
     for r in range(3):
-        claimants = [_claimant(state.queues[q], r) for q in top]
-        share_level(float(capacity[r]), claimants)
+        claimants = [_claimant(state.queues[q], r, rank[q]) for q in top]
+        share_level(float(capacity[r]), claimants, UNITS[r])
         for i, claimant in enumerate(claimants):
             shares[i][r] = claimant.given
     work = [(q, (s[0], s[1], s[2])) for q, s in zip(top, shares, strict=True)]
     while work:
         queue_id, share = work.pop()
-        work.extend(_descend(state, queue_id, share, touched))
+        work.extend(_descend(state, queue_id, share, touched, rank))
     state.fair_share_dirty.clear()
     state.fair_share_full = False
     state.fair_share_stale = False
@@ -151,21 +187,25 @@ def _capped(queue: Queue, r: int, amount: float) -> float:
     return amount if cap is None else min(amount, float(cap))
 
 
-def _claimant(queue: Queue, r: int) -> Claimant:
+def _claimant(queue: Queue, r: int, rank: int) -> Claimant:
     quota = queue.quota.quota[r]
     return Claimant(
-        queue.id, float(quota), queue.capped_demand[r], queue.quota.weight[r], queue.priority
+        queue.id, float(quota), queue.capped_demand[r], queue.quota.weight[r], queue.priority, rank
     )
 
 
 def _own_claimant(queue: Queue, r: int, own_quota: int) -> Claimant:
     quota = float(own_quota)
     weight = 1.0 if own_quota in (0, UNLIMITED) else quota
-    return Claimant(OWN, quota, float(queue.demand.as_tuple()[r]), weight, 0)
+    return Claimant(OWN, quota, float(queue.demand.as_tuple()[r]), weight, 0, -1)
 
 
 def _descend(
-    state: State, queue_id: str, share: tuple[float, float, float], touched: set[str]
+    state: State,
+    queue_id: str,
+    share: tuple[float, float, float],
+    touched: set[str],
+    rank: dict[str, int],
 ) -> list[tuple[str, tuple[float, float, float]]]:
     """Sets one queue's shares; returns its children with theirs, or nothing when unchanged."""
     queue = state.queues[queue_id]
@@ -181,8 +221,8 @@ def _descend(
     own = [0.0, 0.0, 0.0]
     for r in range(3):
         claimants = [_own_claimant(queue, r, own_quota[r])]
-        claimants += [_claimant(c, r) for c in children]
-        share_level(share[r], claimants)
+        claimants += [_claimant(c, r, rank[c.id]) for c in children]
+        share_level(share[r], claimants, UNITS[r])
         own[r] = claimants[0].given
         for i, claimant in enumerate(claimants[1:]):
             child_shares[i][r] = claimant.given

@@ -14,6 +14,7 @@ from domain.actions.allocate import Allocate
 from domain.actions.claim import Claim
 from domain.actions.consolidate import consolidate
 from domain.actions.expand import Expand
+from domain.actions.reclaim_moves import reclaim_with_moves
 from domain.actions.settle import Settle
 from domain.cycle.framework import Action, PluginSet, PreemptionRule, QueuePolicy, Resolver
 from domain.events import POLICY_KINDS
@@ -27,6 +28,7 @@ from domain.rules.child_level import ChildLevel
 from domain.rules.interactive import Interactive
 from domain.rules.priority import WithinQueuePriority
 from domain.rules.reclaim import Reclaim
+from domain.rules.reclaim_deserved import ReclaimDeserved
 from domain.rules.self_level import SelfLevel
 
 
@@ -39,6 +41,7 @@ QUEUE_POLICIES: dict[str, QueuePolicy] = _by_kind(Fifo(), RoundRobin(), Balance(
 # Tried in order for a job that cannot be placed; the first that starts a preemption wins.
 PREEMPTION_RULES: list[PreemptionRule] = [
     Reclaim(),  # others' over-fair-share work first, sparing the queue's own (docs/quotas.md)
+    ReclaimDeserved(),  # section 6's fallback: from queues above their deserved quota
     Interactive(),
     WithinQueuePriority(),  # within one queue before reaching into others' (docs/preemption.md)
     SelfLevel(),
@@ -46,7 +49,8 @@ PREEMPTION_RULES: list[PreemptionRule] = [
 ]
 
 # Other ways to make room for a blocked job before preempting anyone (e.g. consolidation).
-RESOLVERS: list[Resolver] = [consolidate]  # acts only when ClusterConfigured.consolidation
+# Both act only when ClusterConfigured.consolidation; reclaim_with_moves after plain moves.
+RESOLVERS: list[Resolver] = [consolidate, reclaim_with_moves]
 
 ACTIONS: list[Action] = [Settle(), Claim(), Allocate(), Expand()]
 
@@ -72,7 +76,10 @@ def validation_context(plugins: PluginSet = DEFAULT_PLUGINS) -> dict[str, object
 
 def preemption_explanations(plugins: PluginSet = DEFAULT_PLUGINS) -> dict[str, str]:
     """What each Preempt reason means: every registered rule's own words, then the core's."""
-    explained: dict[str, str] = {rule.reason: rule.explains for rule in plugins.preemption_rules}
+    explained: dict[str, str] = {}
+    for rule in plugins.preemption_rules:  # rules sharing a reason: their words joined
+        known = explained.get(rule.reason)
+        explained[rule.reason] = rule.explains if known is None else f"{known}; {rule.explains}"
     for reason, text in CORE_STOP_REASONS.items():
         explained.setdefault(reason, text)
     return explained

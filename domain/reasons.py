@@ -23,6 +23,7 @@ class ReasonKind(StrEnum):
     LIMIT = "limit"  # a hard limit on its queue's path
     PREEMPTING = "preempting"  # victims are stopping for it
     BEHIND = "behind"  # a blocked job ahead of it stops its queue (pending view only)
+    RECLAIM = "reclaim"  # no room, and reclaim could not make any (facts: what stopped it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,12 @@
 
 Virtual time only: the built-in agent (the same model as the live agent's, domain/agent.py)
 answers every Dispatch with JobStarted and every Preempt with JobPreempted at the same ts,
-finishes each job `duration_s` after it starts, and heartbeats for every node it has heard of (as a real agent would), so nodes are never
-lost in a simulation. Time also advances to each policy timer (e.g. a balance timeout), as
+finishes each job `duration_s` after it starts, and heartbeats for every node it has heard
+of (as a real agent would), until a `NodeDown` directive (contract section 7; only in a
+simulate file, never on Kafka) says that a node fails: from then on the agent neither
+heartbeats nor answers for it (its runs are gone), so the core declares it lost
+`heartbeat_timeout_s` later; a later NodeHeartbeat line brings it back. Time also advances
+to each policy timer (e.g. a balance timeout) and to a failed node's heartbeat deadline, as
 the live scheduler's Ticks would.
 """
 
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -27,6 +32,34 @@ from domain.state import State
 MAX_ROUNDS_PER_TS = 10_000  # agent answer rounds at one ts; the core never oscillates
 
 
+@dataclass(frozen=True)
+class NodeDown:
+    """Simulator directive: node `node` fails at `ts` (contract section 7)."""
+
+    node: str
+
+
+def decode_directive(text: str) -> tuple[int, NodeDown] | None:
+    """A `{"type": "NodeDown", "ts": T, "node": N}` line, or None for any other line (a
+    malformed directive is left to the event decoder, which refuses it with its reason)."""
+    if '"NodeDown"' not in text:
+        return None
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or data.get("type") != "NodeDown":
+        return None
+    ts, node = data.get("ts"), data.get("node")
+    if set(data) - {"type", "ts", "node", "seq"}:
+        return None
+    if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+        return None
+    if not isinstance(node, str) or not node:
+        return None
+    return ts, NodeDown(node)
+
+
 class Simulator:
     """Drives the core over a timed event stream; emits commands and rejections in order."""
 
@@ -37,6 +70,7 @@ class Simulator:
         self.now = 0
         self.agent = AgentModel()
         self._heartbeats: dict[str, NodeHeartbeat] = {}
+        self._down: set[str] = set()  # nodes failed by NodeDown: no heartbeats, no answers
         self.output: list[NodeCommand | Rejected] = []
         self.accepted = 0  # input lines folded; every other non-blank line was rejected
 
@@ -44,7 +78,7 @@ class Simulator:
 
     def run(self, lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
         """Yields each command and rejection as a JSON-ready dict, in emission order."""
-        group: list[tuple[str, Event | str]] = []
+        group: list[tuple[str, Event | NodeDown | str]] = []
         group_ts: int | None = None
         for raw in lines:
             text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
@@ -53,10 +87,11 @@ class Simulator:
                 continue
             # The file's time so far includes the group still being gathered.
             current = self.now if group_ts is None else max(self.now, group_ts)
-            item: Event | str
+            item: Event | NodeDown | str
             reason: str | None = None
             try:
-                ts, item = decode_timed(text)
+                directive = decode_directive(text)
+                ts, item = directive if directive is not None else decode_timed(text)
             except DecodeError as exc:
                 # A readable time keeps the refusal in its own group, in file order.
                 ts, item, reason = (exc.ts if exc.ts is not None else -1), str(exc), str(exc)
@@ -79,7 +114,7 @@ class Simulator:
         yield from self._drain(None)
 
     def _flush_group(
-        self, ts: int | None, group: list[tuple[str, Event | str]]
+        self, ts: int | None, group: list[tuple[str, Event | NodeDown | str]]
     ) -> Iterator[dict[str, Any]]:
         if ts is None or not group:
             return
@@ -94,7 +129,10 @@ class Simulator:
         self._cycle_and_answer(ts)
         yield from (item.to_wire() for item in self.output[start:])
 
-    def _fold_input(self, ts: int, text: str, event: Event) -> None:
+    def _fold_input(self, ts: int, text: str, event: Event | NodeDown) -> None:
+        if isinstance(event, NodeDown):
+            self._node_down(ts, text, event)
+            return
         if isinstance(event, Tick):
             self._append(ts, event)
             self.accepted += 1
@@ -105,7 +143,19 @@ class Simulator:
             return
         if isinstance(event, NodeHeartbeat):
             self._heartbeats[event.node] = event
+            self._down.discard(event.node)
         self._append(ts, event)
+        self.accepted += 1
+
+    def _node_down(self, ts: int, text: str, directive: NodeDown) -> None:
+        if directive.node not in self.state.nodes:
+            self._reject(ts, text, f"NodeDown: unknown node {directive.node}")
+            return
+        self._down.add(directive.node)
+        # Its processes are gone with it: nothing it ran finishes or answers any more.
+        for key in sorted(self.agent.runs):
+            if key[0] == directive.node:
+                del self.agent.runs[key]
         self.accepted += 1
 
     def _append(self, ts: int, event: Event) -> None:
@@ -132,6 +182,10 @@ class Simulator:
             moments.append(due)
         if self.state.timers:
             moments.append(self.state.timers[0][0])
+        if self._down:  # a failed node's deadline: the core then declares it lost
+            deadlines = [t for t, n in self.state.heartbeat_expiry if n in self._down]
+            if deadlines:
+                moments.append(min(deadlines))
         return min(moments) if moments else None
 
     def _drain(self, until: int | None) -> Iterator[dict[str, Any]]:
@@ -154,12 +208,19 @@ class Simulator:
     def _keep_nodes_alive(self, ts: int) -> None:
         expiry = self.state.heartbeat_expiry
         refreshed: set[str] = set()
+        failed: list[tuple[int, str]] = []
         while expiry and expiry[0][0] <= ts:
-            _, node_id = heapq.heappop(expiry)
+            entry = heapq.heappop(expiry)
+            node_id = entry[1]
+            if node_id in self._down:
+                failed.append(entry)  # left for the core to find: the node is lost
+                continue
             beat = self._heartbeats.get(node_id)
             if beat is not None and node_id not in refreshed:
                 refreshed.add(node_id)
                 self._append(ts, beat)
+        for entry in failed:
+            heapq.heappush(expiry, entry)
 
     def _cycle_and_answer(self, ts: int) -> None:
         self._keep_nodes_alive(ts)
@@ -172,6 +233,8 @@ class Simulator:
                 self._answer(ts, command)
 
     def _answer(self, ts: int, command: NodeCommand) -> None:
+        if command.node in self._down:
+            return  # a failed node's agent answers nothing
         reaction = (
             self.agent.dispatch(command, ts)
             if isinstance(command, Dispatch)

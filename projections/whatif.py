@@ -5,7 +5,9 @@ re-simulated with domain.simulation's built-in agent, from the journal's inputs:
 cluster and node configuration and job submissions at their journal `ts`, with each job's
 `duration_s` (or, when it has none, the run time the journal shows: its last start to its
 finish; a job still running at the end of the journal runs until then). The baseline is
-the same re-simulation without overrides, so the comparison is like for like.
+the same re-simulation without overrides, so the comparison is like for like. A policy file's
+`nodes_down` adds simulator NodeDown directives to the what-if side's input (contract section
+7): the node fails then, exactly as in `quotaflow simulate`.
 """
 
 from __future__ import annotations
@@ -34,14 +36,16 @@ from domain.events import (
 )
 from domain.pending import pending_view
 from domain.resources import gpu_to_milli
-from domain.simulation import Simulator
+from domain.simulation import NodeDown, Simulator
 from projections.whatif_overrides import (
     WILDCARD,
+    Item,
     Overrides,
     WhatIfError,
     override_cluster,
     override_queue,
     parse_overrides,
+    with_nodes_down,
 )
 
 __all__ = ["Comparison", "Overrides", "WhatIfError", "compare", "parse_overrides", "workload"]
@@ -90,12 +94,13 @@ def workload(records: Iterable[JournalRecord]) -> list[tuple[int, Event]]:
     return out
 
 
-def with_overrides(
-    items: Iterable[tuple[int, Event]], overrides: Overrides
-) -> list[tuple[int, Event]]:
-    out: list[tuple[int, Event]] = []
+def with_overrides(items: Iterable[tuple[int, Event]], overrides: Overrides) -> list[Item]:
+    out: list[Item] = []
     seen_queues: set[str] = set()
+    nodes: set[str] = set()
     for ts, event in items:
+        if isinstance(event, NodeHeartbeat):
+            nodes.add(event.node)
         if isinstance(event, QueueConfigured):
             seen_queues.add(event.queue)
             event = override_queue(event, overrides)
@@ -109,7 +114,7 @@ def with_overrides(
         # The journal never configured the cluster: the override applies from the start.
         first = out[0][0] if out else 0
         out.insert(0, (first, override_cluster(ClusterConfigured(), overrides)))
-    return out
+    return with_nodes_down(out, overrides, nodes)
 
 
 # -- running and measuring ------------------------------------------------------------------------
@@ -150,19 +155,28 @@ class _Recorder(Simulator):
 
     def __init__(self) -> None:
         super().__init__()
-        self.appended: list[tuple[int, Event]] = []
+        self.appended: list[tuple[int, Event | NodeDown]] = []
 
     def _append(self, ts: int, event: Event) -> None:
         self.appended.append((ts, event))
         super()._append(ts, event)
 
+    def _node_down(self, ts: int, text: str, directive: NodeDown) -> None:
+        if directive.node in self.state.nodes:  # from then on it neither runs nor offers GPUs
+            self.appended.append((ts, directive))
+        super()._node_down(ts, text, directive)
 
-def simulate(items: Iterable[tuple[int, Event]]) -> Outcome:
+
+def simulate(items: Iterable[Item]) -> Outcome:
     """Re-simulates the workload with the built-in agent and measures each job and queue."""
     lines = []
     for ts, event in items:
-        body = event_to_wire(event)
-        body["ts"] = ts
+        if isinstance(event, NodeDown):
+            # The directive as a simulate file spells it, decoded by the simulator itself.
+            body: dict[str, Any] = {"type": "NodeDown", "ts": ts, "node": event.node}
+        else:
+            body = event_to_wire(event)
+            body["ts"] = ts
         lines.append(orjson.dumps(body))
     simulator = _Recorder()
     output = list(simulator.run(lines))
@@ -198,7 +212,15 @@ def simulate(items: Iterable[tuple[int, Event]]) -> Outcome:
     capacity_since = outcome.start
     current = 0
     for ts, event in simulator.appended:
-        if isinstance(event, NodeHeartbeat):
+        if isinstance(event, NodeDown):
+            outcome.capacity_gpu_ms += current * (ts - capacity_since)
+            capacity_since = ts
+            current -= capacity.pop(event.node, 0)
+            for gone in [k for k in running if k[1] == event.node]:
+                since, gpu = running.pop(gone)
+                owner = queue_of.get(gone[0], "?")
+                outcome.gpu_ms[owner] = outcome.gpu_ms.get(owner, 0.0) + gpu * (ts - since)
+        elif isinstance(event, NodeHeartbeat):
             milli = gpu_to_milli(event.capacity.gpu)
             if capacity.get(event.node) != milli:
                 outcome.capacity_gpu_ms += current * (ts - capacity_since)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from domain.commands import Dispatch, NodeCommand
 from domain.cycle.framework import Cycle, Outcome
-from domain.cycle.victims import Room
+from domain.cycle.room import Room
 from domain.nodes import dispatch_details
 from domain.placement import PLACEMENTS, Plan, find_placement
 from domain.quota_checks import admission_breach
@@ -90,10 +90,13 @@ def consolidate(cycle: Cycle, job: Job) -> Outcome | None:
     return Outcome.PREEMPTING
 
 
-def plan_moves(cycle: Cycle, job: Job, tasks: int) -> tuple[list[Move], Plan] | None:
+def plan_moves(
+    cycle: Cycle, job: Job, tasks: int, avoid: frozenset[str] = frozenset()
+) -> tuple[list[Move], Plan] | None:
     """Greedy: empty the nodes with the most free room first, moving the smallest jobs off
     them onto the fullest other nodes that fit (binpack), keeping a move only if it raises how
-    many of the job's tasks fit. Everything is tried in statements and rolled back."""
+    many of the job's tasks fit. Everything is tried in statements and rolled back. Nothing
+    lands on `avoid` (nodes whose room only frees once preempted jobs stop)."""
     state = cycle.state
     statement = cycle.statement
     room = Room(state, statement, job)
@@ -101,7 +104,7 @@ def plan_moves(cycle: Cycle, job: Job, tasks: int) -> tuple[list[Move], Plan] | 
     everything = statement.checkpoint()
     moves: list[Move] = []
     # Nodes that nothing may land on: where the job will go and where moved jobs still run.
-    locked: set[str] = set()
+    locked: set[str] = set(avoid)
     moved: set[str] = set()
     # Only nodes that could hold a task once emptied are worth emptying.
     targets = sorted(
@@ -125,8 +128,8 @@ def plan_moves(cycle: Cycle, job: Job, tasks: int) -> tuple[list[Move], Plan] | 
             trial = statement.checkpoint()
             for node_id, placed in sorted(old.items()):
                 statement.unplace(resident, node_id, placed)
-            avoid = locked | set(old) | {target}
-            new = find_placement(state, resident, sum(old.values()), binpack, exclude=avoid)
+            excluded = locked | set(old) | {target}
+            new = find_placement(state, resident, sum(old.values()), binpack, exclude=excluded)
             if new is not None:
                 for node_id in sorted(new):
                     statement.place(resident, node_id, new[node_id])

@@ -13,12 +13,13 @@ from typing import TypeVar
 from domain.commands import Dispatch, DispatchReason, NodeCommand, Preempt, PreemptReason
 from domain.cycle.fitting import Fitter
 from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
+from domain.cycle.reclaim_reasons import reclaim_reason
 from domain.cycle.statement import Statement
 from domain.cycle.victims import VictimSearch
 from domain.nodes import dispatch_details
 from domain.placement import PlacementStrategy, Plan
 from domain.quota_checks import within_quota
-from domain.reasons import Reason
+from domain.reasons import Reason, ReasonKind
 from domain.state import Job, JobStatus, Queue, State
 
 T = TypeVar("T")
@@ -68,6 +69,10 @@ class Session:
 
     def version(self) -> tuple[int, int]:
         return (self._statement.emitted, self._statement.frees)
+
+    def lasting_changes(self) -> int | None:
+        statement = self._statement
+        return None if statement.tentative else statement.lasting
 
     def _changes(self) -> tuple[int, int]:
         return (self._statement.epoch, self._statement.frees)
@@ -126,10 +131,15 @@ class Session:
         for rule in self._plugins.preemption_rules:
             if rule.applies(self, job) and self.preempt_for(job, rule):
                 return Outcome.PREEMPTING, first_reason
+        if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
+            first_reason = reclaim_reason(self, job, first_reason) or first_reason
         return Outcome.BLOCKED, first_reason
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
         return self._victims.preempt_for(job, rule)
+
+    def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
+        return self._victims.may_be_victim(job, victim, rule)
 
     def still_stopping(self, job_id: str) -> bool:
         victim = self._state.jobs.get(job_id)

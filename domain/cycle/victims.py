@@ -9,118 +9,12 @@ See docs/preemption.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from domain.cycle.framework import RELEASE_EPSILON, Attempt, Cycle, PreemptionRule, ReleaseBound
+from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
+from domain.resources import Resources
+from domain.state import Job, JobStatus
 
-from domain.cycle.framework import Attempt, Cycle, PreemptionRule
-from domain.cycle.statement import Statement
-from domain.resources import ZERO, Resources
-from domain.state import Job, JobStatus, State
-
-
-@dataclass(frozen=True)
-class VictimStep:
-    """Tasks of one victim to stop: one halving of an elastic job (`shrink`, never below
-    min_tasks), or all that is left of it. A victim's steps are always taken in order."""
-
-    victim: Job
-    nodes: tuple[tuple[str, int], ...]
-    shrink: bool
-    index: int = 0  # position among the victim's steps
-
-
-def victim_steps(victim: Job) -> list[VictimStep]:
-    """A gang is stopped whole; an elastic job may first give up tasks by halves down to
-    min_tasks (as Run:AI shrinks), each time from the nodes where it has the fewest tasks so
-    that what keeps running stays together."""
-    placed = dict(victim.placements)
-    size = sum(placed.values())
-    steps: list[VictimStep] = []
-    while victim.is_elastic and size > victim.min_tasks:
-        extra = size - max(victim.min_tasks, size // 2)
-        size -= extra
-        taken: dict[str, int] = {}
-        for node_id, tasks in sorted(placed.items(), key=lambda item: (item[1], item[0])):
-            take = min(tasks, extra)
-            extra -= take
-            if take:
-                taken[node_id] = take
-                placed[node_id] = tasks - take
-            if extra == 0:
-                break
-        placed = {node_id: tasks for node_id, tasks in placed.items() if tasks}
-        steps.append(VictimStep(victim, tuple(sorted(taken.items())), True, len(steps)))
-    steps.append(VictimStep(victim, tuple(sorted(placed.items())), False, len(steps)))
-    return steps
-
-
-def victims_of(steps: list[VictimStep]) -> list[Job]:
-    seen: dict[str, Job] = {}
-    for step in steps:
-        seen.setdefault(step.victim.id, step.victim)
-    return list(seen.values())
-
-
-class Room:
-    """How many of a job's tasks the live nodes it may use could hold, kept per node so that
-    releasing or restoring a victim's tasks costs only the nodes it touches.
-
-    Only nodes the free-capacity index says could hold one task are counted up front (on a
-    full cluster, few or none); any other node holds none now and is counted when a victim's
-    tasks on it are taken. Taking and giving back go through the statement, whose rollback
-    undoes them all."""
-
-    def __init__(self, state: State, statement: Statement, job: Job) -> None:
-        self._state = state
-        self._statement = statement
-        self._job = job
-        self._copies: dict[str, int] = {}
-        self.total = 0
-        for node_id in state.node_index.fullest_first(job.per_task.gpu):
-            node = state.nodes[node_id]
-            if node.matches(job.node_selector):
-                copies = node.copies(job.per_task)
-                if copies:
-                    self._copies[node_id] = copies
-                    self.total += copies
-
-    def _usable(self, node_id: str) -> bool:
-        node = self._state.nodes[node_id]
-        return not node.lost and node.matches(self._job.node_selector)
-
-    def nodes(self) -> list[str]:
-        """The live nodes the job may use, sorted (visits every node: for consolidation)."""
-        return [node_id for node_id in sorted(self._state.nodes) if self._usable(node_id)]
-
-    def total_if_freed(self, steps: list[VictimStep]) -> int:
-        freed: dict[str, Resources] = {}
-        for step in steps:
-            for node_id, tasks in step.nodes:
-                freed[node_id] = freed.get(node_id, ZERO) + step.victim.per_task * tasks
-        total = self.total
-        for node_id in sorted(freed):
-            if self._usable(node_id):
-                node = self._state.nodes[node_id]
-                copies = self._job.per_task.max_copies_in(node.free + freed[node_id])
-                total += copies - self._copies.get(node_id, 0)
-        return total
-
-    def recount(self, node_id: str) -> None:
-        if self._usable(node_id):
-            copies = self._state.nodes[node_id].copies(self._job.per_task)
-            self.total += copies - self._copies.get(node_id, 0)
-            self._copies[node_id] = copies
-
-    def take(self, step: VictimStep) -> None:
-        """Pretends the step's tasks are stopped."""
-        for node_id, tasks in step.nodes:
-            self._statement.unplace(step.victim, node_id, tasks)
-            self.recount(node_id)
-
-    def give_back(self, step: VictimStep) -> None:
-        """Undoes `take` (the statement's rollback restores placement order as well)."""
-        for node_id, tasks in step.nodes:
-            self._statement.place(step.victim, node_id, tasks)
-            self.recount(node_id)
+__all__ = ["Room", "VictimSearch", "VictimStep", "victim_steps", "victims_of"]
 
 
 class VictimSearch:
@@ -129,8 +23,8 @@ class VictimSearch:
     def __init__(self, cycle: Cycle, dispatched_now: set[str]) -> None:
         self._cycle = cycle
         self._dispatched_now = dispatched_now  # never victims in the same cycle
-        # Searches that found nothing, by rule and job shape, with the cycle's version then.
-        self._failed: dict[tuple[object, ...], tuple[int, int]] = {}
+        # Searches that found nothing, by rule and job shape, with the cycle's lasting changes.
+        self._failed: dict[tuple[object, ...], int] = {}
 
     def victim_order(self, victim: Job) -> tuple[int, int, str]:
         """Least disruption first: lowest priority, then most recently started."""
@@ -178,11 +72,15 @@ class VictimSearch:
         room freed, counted incrementally per node, could hold the job; minimising then drops
         unneeded steps, newest choices kept, each check O(nodes it touches) before any fit.
         """
-        # A job like one whose search already failed, with nothing issued or freed since,
-        # fails too: pending jobs of one queue often share a shape, and each search walks the
-        # candidate queues' running jobs. Jobs displaced earlier are judged on their own.
+        # A job like one whose search already failed, with no lasting change since, fails
+        # too: pending jobs of one queue often share a shape, and each search walks the
+        # candidate queues' running jobs. Searches roll their trials back, so they are no
+        # change; anything issued, freed or set in the cycle is. A job displaced by an
+        # explicit rule is judged with those displacements (reclaim never takes them back).
+        cycle = self._cycle
+        explicit = cycle.explicit_reasons()
         shape = (
-            rule.reason,
+            type(rule).__name__,
             job.queue,
             job.priority,
             job.module,
@@ -192,31 +90,23 @@ class VictimSearch:
             job.tasks,
             job.min_tasks,
             job.node_selector,
+            tuple(sorted(item for item in job.displaced_by.items() if item[1] in explicit)),
         )
-        if not job.displaced_by and self._failed.get(shape) == self._cycle.version():
+        before = cycle.lasting_changes()
+        if before is not None and self._failed.get(shape) == before:
             return False
         if not self._search(job, rule):
-            if not job.displaced_by:
-                # Taken after the search: its rollback counts as a change too.
-                self._failed[shape] = self._cycle.version()
+            if before is not None:
+                self._failed[shape] = before  # the search failed and changed nothing
             return False
         return True
 
     def _search(self, job: Job, rule: PreemptionRule) -> bool:
         cycle = self._cycle
         state = cycle.state
-        candidates = [
-            victim
-            for queue_id in rule.candidate_queues(cycle, job)
-            for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running))
-            if self.may_be_victim(job, victim, rule)
-        ]
-        if not candidates:
+        steps = sorted(self._candidate_steps(job, rule), key=self.step_order)
+        if not steps:
             return False
-        steps = sorted(
-            (step for victim in candidates for step in victim_steps(victim)),
-            key=self.step_order,
-        )
         statement = cycle.statement
         room = Room(state, statement, job)
         bound = room.total_if_freed(steps)
@@ -224,27 +114,83 @@ class VictimSearch:
         if target is None:
             return False
         checkpoint = statement.checkpoint()
-        chosen: list[VictimStep] = []
-        victims: list[Job] = []  # distinct, in order of choice, kept as steps are taken
-        found: Attempt | None = None
-        for step in steps:
-            room.take(step)
-            chosen.append(step)
-            if step.index == 0:
-                victims.append(step.victim)
-            if room.total < target:
-                continue
-            attempt = cycle.fit(job, target)
-            if attempt.plan is not None and rule.allows_after(cycle, job, victims):
-                found = attempt
+        walk = _Walk(self, job, rule, room, target)
+        # Cheapest nodes first: for each node, the least disruptive steps that let it hold one
+        # more task; then every step left, in least disruption order, for what nodes alone
+        # could not reach. A step the rule forbids is skipped, not the end of the search.
+        for node_steps in self._node_sets(walk, steps):
+            if walk.found is not None:
                 break
+            walk.take_all(node_steps)
+        if walk.found is None:
+            walk.take_all(steps)
+        found = walk.found
+        if found is not None and not rule.allows_after(cycle, job, walk.victims):
+            found = None  # the whole set, judged once as the rule sees it
         if found is not None:
-            found = self._minimise(job, rule, room, chosen, target, found)
+            found = self._minimise(job, rule, room, walk.chosen, target, found)
         statement.rollback(checkpoint)
         if found is None or found.plan is None:
             return False
-        self._issue(job, rule, chosen, found.plan)
+        self._issue(job, rule, walk.chosen, found.plan)
         return True
+
+    def _candidate_steps(self, job: Job, rule: PreemptionRule) -> list[VictimStep]:
+        """The steps of every admitted victim of the rule's candidate queues. With a rule that
+        bounds what each queue may release (ReleaseBound), a victim's steps beyond that room
+        are dropped first, before the costlier filters: the walk would refuse them anyway
+        (a release the room refuses alone is refused after other victims too), so decisions
+        are the same and a queue with no room for any of its jobs costs one pass."""
+        state = self._cycle.state
+        bound = rule if isinstance(rule, ReleaseBound) else None
+        steps: list[VictimStep] = []
+        for queue_id in rule.candidate_queues(self._cycle, job):
+            room = None if bound is None else bound.release_room(self._cycle, job, queue_id)
+            for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
+                if room is not None and _exceeds(victim.per_task * _first_tasks(victim), room):
+                    continue  # even its smallest step would be refused
+                if not self.may_be_victim(job, victim, rule):
+                    continue
+                own = victim_steps(victim)
+                if room is not None:
+                    own = _within_room(own, room)
+                steps += own
+        return steps
+
+    def allowed(self, job: Job, rule: PreemptionRule, victims: list[Job]) -> bool:
+        return rule.allows_after(self._cycle, job, victims)
+
+    def fit(self, job: Job, tasks: int) -> Attempt:
+        return self._cycle.fit(job, tasks)
+
+    def _node_sets(self, walk: _Walk, steps: list[VictimStep]) -> list[list[VictimStep]]:
+        """Per node, the steps (in least disruption order, forbidden ones skipped) that let it
+        hold one more task of the job, cheapest node first: fewest of the highest priority
+        disturbed, then fewest victims, then the least recent start, then node id. Each node
+        is tried on its own (its steps are given back after), so the cost is one pass over
+        the steps touching each node."""
+        on_node: dict[str, list[VictimStep]] = {}
+        for step in steps:
+            for node_id, _ in step.nodes:
+                on_node.setdefault(node_id, []).append(step)
+        room = walk.room
+        costed: list[tuple[tuple[object, ...], list[VictimStep]]] = []
+        for node_id in sorted(on_node):
+            before = room.copies(node_id)
+            trial = _Walk(self, walk.job, walk.rule, room, None)
+            for step in on_node[node_id]:
+                trial.take(step)
+                if room.copies(node_id) > before:
+                    break
+            if room.copies(node_id) > before:
+                orders = [self.step_order(step) for step in trial.chosen]
+                top = max(order[0] for order in orders)
+                at_top = sum(1 for order in orders if order[0] == top)
+                cost = (top, at_top, len(trial.victims), max(orders), node_id)
+                costed.append((cost, list(trial.chosen)))
+            trial.give_back_all()
+        costed.sort(key=lambda item: item[0])
+        return [chosen for _, chosen in costed]
 
     def _minimise(
         self,
@@ -306,3 +252,90 @@ class VictimSearch:
             cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
         for node_id in sorted(plan):
             cycle.statement.hold(job, node_id, job.per_task * plan[node_id])
+
+
+def _first_tasks(victim: Job) -> int:
+    """Tasks the victim's first step stops (all of a non-elastic job; else one halving)."""
+    placed = sum(victim.placements.values())
+    if not victim.is_elastic or placed <= victim.min_tasks:
+        return placed
+    return placed - max(victim.min_tasks, placed // 2)
+
+
+def _exceeds(release: Resources, room: tuple[float, float, float]) -> bool:
+    return any(
+        amount > limit + RELEASE_EPSILON
+        for amount, limit in zip(release.as_tuple(), room, strict=True)
+    )
+
+
+def _within_room(steps: list[VictimStep], room: tuple[float, float, float]) -> list[VictimStep]:
+    """The prefix of a victim's steps whose release, counted from its first step, fits."""
+    tasks = 0
+    for position, step in enumerate(steps):
+        tasks += sum(count for _, count in step.nodes)
+        if _exceeds(step.victim.per_task * tasks, room):
+            return steps[:position]
+    return steps
+
+
+class _Walk:
+    """Steps taken so far for one search (each victim's steps in order), the distinct victims,
+    and the fit once the room is enough (`target` None: only counting room)."""
+
+    def __init__(
+        self, search: VictimSearch, job: Job, rule: PreemptionRule, room: Room, target: int | None
+    ) -> None:
+        self.search = search
+        self.job = job
+        self.rule = rule
+        self.room = room
+        self.target = target
+        self.chosen: list[VictimStep] = []
+        self.victims: list[Job] = []
+        self.next_index: dict[str, int] = {}  # per victim, its next step to take
+        self.skipped: set[str] = set()  # victims the rule forbids (with what is taken so far)
+        self.found: Attempt | None = None
+
+    def take(self, step: VictimStep) -> None:
+        """Takes the step, with the victim's earlier steps not taken yet, unless the rule
+        forbids the result: then gives them back and skips the victim from here on. The
+        rules' whole-set checks only get stricter as victims are added, so a forbidden
+        victim stays forbidden for this walk."""
+        victim = step.victim
+        if victim.id in self.skipped or self.next_index.get(victim.id, 0) > step.index:
+            return
+        added: list[VictimStep] = []
+        start = self.next_index.get(victim.id, 0)
+        pending = [step] if start == step.index else victim_steps(victim)[start : step.index + 1]
+        for earlier in pending:
+            self.room.take(earlier)
+            added.append(earlier)
+        # Only the usage of this victim's queues changed: the set was acceptable before, so
+        # checking this victim alone judges the whole set (docs/preemption.md).
+        if not self.search.allowed(self.job, self.rule, [victim]):
+            for earlier in reversed(added):
+                self.room.give_back(earlier)
+            self.skipped.add(victim.id)
+            return
+        self.chosen += added
+        if victim.id not in self.next_index:
+            self.victims.append(victim)
+        self.next_index[victim.id] = step.index + 1
+
+    def take_all(self, steps: list[VictimStep]) -> None:
+        for step in steps:
+            if self.found is not None:
+                return
+            self.take(step)
+            if self.chosen and self.target is not None and self.room.total >= self.target:
+                attempt = self.search.fit(self.job, self.target)
+                if attempt.plan is not None:
+                    self.found = attempt
+
+    def give_back_all(self) -> None:
+        for step in reversed(self.chosen):
+            self.room.give_back(step)
+        self.chosen = []
+        self.victims = []
+        self.next_index = {}

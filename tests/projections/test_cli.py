@@ -68,6 +68,30 @@ def test_whatif_from_a_file(
     assert code == 0 and "small" in out  # round robin lets it skip past the blocked head
 
 
+def test_whatif_with_a_node_down(
+    journal_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The only node fails at 5 s (a NodeDown directive, as in `quotaflow simulate`): on the
+    what-if side `big`, running then, is lost with it and waits again, nothing else starts,
+    and GPU time ends at the failure (8 GPUs x 4 s offered, 6 x 3 s used)."""
+    import json
+
+    policy = tmp_path / "down.yaml"
+    policy.write_text("nodes_down:\n  - {node: n1, ts: 5000}\n")
+    argv = ["whatif", "--file", str(journal_file), "--policy", str(policy), "--json"]
+    code, out, _ = run(capsys, *argv)
+    summary = json.loads(out)["summary"]
+    assert code == 0
+    base, alt = summary["baseline"]["*"], summary["whatif"]["*"]
+    assert (base["never_started"], alt["never_started"]) == (0, 2)
+    assert alt["waiting_for"] == {"behind": 2, "capacity": 1}
+    assert alt["utilisation"] == pytest.approx(18 / 32)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes_down:\n  - {node: n7, ts: 5000}\n")
+    code, _, err = run(capsys, "whatif", "--file", str(journal_file), "--policy", str(bad))
+    assert code == 2 and "not in the journal: n7" in err
+
+
 def test_errors_are_one_line(
     journal_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
+from domain.codec import event_to_wire
+from domain.simulation import Simulator
 from projections import whatif, whatif_render
 from tests.domain.harness import job, node, queue
 from tests.projections.journal import Journal
@@ -85,3 +88,46 @@ def test_jobs_left_waiting_are_counted_by_the_core_reason_kind() -> None:
     assert summary["baseline"]["b"]["waiting_for"] == {}
     assert summary["whatif"]["b"]["waiting_for"] == {"limit": 1}
     assert summary["whatif"]["*"]["waiting_for"] == {"capacity": 1, "limit": 1}
+
+
+def two_nodes() -> Journal:
+    """Two 4-GPU nodes; queue a runs x (on n1) and y (on n2), 4 GPUs for 100 s each, from 2 s."""
+    j = Journal()
+    j.at(1_000, queue("a", 8), node("n1", gpu=4), node("n2", gpu=4))
+    j.at(2_000, job("x", "a", gpu=4, duration_s=100), job("y", "a", gpu=4, duration_s=100))
+    return j
+
+
+def test_nodes_down_fails_a_node_on_the_whatif_side_exactly_as_simulate_does() -> None:
+    overrides = whatif.parse_overrides({"nodes_down": [{"node": "n1", "ts": 10_000}]})
+    items = whatif.with_overrides(whatif.workload(two_nodes().records), overrides)
+    comparison = whatif.compare(two_nodes().records, overrides)
+    # The same input as a simulate file, the directive spelled as contract section 7 says.
+    lines = [
+        orjson.dumps(event_to_wire(e) | {"ts": ts})
+        for ts, e in whatif.workload(two_nodes().records)
+    ]
+    lines.append(orjson.dumps({"type": "NodeDown", "ts": 10_000, "node": "n1"}))
+    out = list(Simulator().run(lines))
+    dispatched = [(o["job"], o["node"], o["ts"]) for o in out if o["type"] == "Dispatch"]
+    # x's node fails at 10 s and is lost a heartbeat timeout later; x waits for y's node.
+    assert dispatched[-1] == ("x", "n2", 102_000)
+    assert comparison.changed.jobs["x"].first_dispatch == 2_000
+    assert comparison.changed.jobs["x"].preemptions == sum(
+        1 for o in out if o["type"] == "Preempt" and o["job"] == "x"
+    )
+    assert comparison.changed.jobs["x"].finished == 202_000
+    assert comparison.baseline.jobs["x"].finished == 102_000
+    assert [type(item).__name__ for _, item in items][-1] == "NodeDown"
+
+
+def test_nodes_down_must_name_nodes_of_the_journal_and_times() -> None:
+    with pytest.raises(whatif.WhatIfError, match="not in the journal: n9"):
+        whatif.compare(
+            two_nodes().records, whatif.parse_overrides({"nodes_down": [{"node": "n9", "ts": 1}]})
+        )
+    for bad in ([{"node": "n1"}], {"node": "n1", "ts": 1}, [{"node": "n1", "ts": "soon"}]):
+        with pytest.raises(whatif.WhatIfError, match="nodes_down"):
+            whatif.parse_overrides({"nodes_down": bad})
+    iso = whatif.parse_overrides({"nodes_down": [{"node": "n1", "ts": "1970-01-01T00:00:10Z"}]})
+    assert iso.nodes_down == ((10_000, "n1"),)

@@ -1,0 +1,130 @@
+"""Reclaim combined with moves: stop some jobs and move others when only both make room (pure).
+
+A resolver, tried for a job that cannot be placed, when consolidation is on. A queue entitled
+to reclaim (a fairness rule applies) first gets the plain victim search; if that finds no
+set, victims are taken one at a time in least disruption order (a victim the rule forbids is
+skipped), and after each, consolidation plans moves onto capacity that is free *now* (never
+onto nodes whose room only frees once a victim stops). The first combination that lets the
+job fit is issued: victims stop (reason of the rule), moved jobs are dispatched at their new
+place before their old tasks stop (reason `consolidation`), and the room is held for the job.
+Only for a queue below its deserved quota (the promise it keeps). Bounded: at most
+MAX_VICTIMS victims, and a bounded move plan only once the total free room could hold the
+job; at most MAX_PLANS jobs planned per cycle, and a job shape whose plan failed is not planned again while nothing changed.
+"""
+
+from __future__ import annotations
+
+from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
+from domain.cycle.framework import Cycle, Outcome, PreemptionRule
+from domain.placement import Plan
+from domain.rules.reclaim_deserved import below_deserved
+from domain.state import Job
+
+MAX_VICTIMS = 16
+MAX_PLANS = 2
+
+
+class _Budget:
+    """Plans made in this cycle, and shapes whose plan failed (with the
+    cycle's lasting changes then: a plan is tried in a checkpoint and rolled back)."""
+
+    def __init__(self) -> None:
+        self.plans = 0
+        self.failed: dict[tuple[object, ...], int] = {}
+        self.below: dict[tuple[object, ...], tuple[int, bool]] = {}  # below_deserved, cached
+
+    def below_deserved(self, cycle: Cycle, job: Job) -> bool:
+        """domain.rules.reclaim_deserved.below_deserved, per queue and request while nothing
+        lasting changes (asked for every blocked job)."""
+        key = (job.queue, job.per_task, job.tasks)
+        changes = cycle.lasting_changes()
+        cached = self.below.get(key)
+        if cached is not None and changes is not None and cached[0] == changes:
+            return cached[1]
+        found = below_deserved(cycle, job)
+        if changes is not None:
+            self.below[key] = (changes, found)
+        return found
+
+
+def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
+    """Stops and moves jobs to make the whole job fit, or changes nothing and returns None."""
+    if not cycle.state.cluster.consolidation or job.awaiting:
+        return None
+    budget = cycle.memo("reclaim_moves", _Budget)
+    if not budget.below_deserved(cycle, job):
+        return None
+    explicit = cycle.explicit_reasons()
+    for rule in cycle.plugins.preemption_rules:
+        if not rule.fairness or rule.explicit or not rule.applies(cycle, job):
+            continue
+        if cycle.preempt_for(job, rule):
+            return Outcome.PREEMPTING
+        shape: tuple[object, ...] = (type(rule).__name__, job.queue, job.priority)
+        shape += (job.per_task, job.tasks, job.node_selector, job.module, job.preemptible)
+        shape += (tuple(sorted(i for i in job.displaced_by.items() if i[1] in explicit)),)
+        changes = cycle.lasting_changes()
+        if budget.plans >= MAX_PLANS or (
+            changes is not None and budget.failed.get(shape) == changes
+        ):
+            continue
+        budget.plans += 1
+        found = _plan(cycle, job, rule)
+        if found is None and changes is not None:
+            budget.failed[shape] = changes
+        if found is not None:
+            victims, moves, plan = found
+            stops = []
+            for victim in victims:
+                stops += cycle.stop(victim, rule.reason, by=job.id, emit=False)
+                cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
+            carry_out(cycle, job, moves, plan)  # moved jobs' new places first
+            cycle.statement.emit(stops)
+            return Outcome.PREEMPTING
+    return None
+
+
+def _order(cycle: Cycle, victim: Job) -> tuple[int, int, str]:
+    started = victim.started_ts if victim.started_ts is not None else cycle.ts
+    return (victim.priority, -started, victim.id)
+
+
+def _plan(
+    cycle: Cycle, job: Job, rule: PreemptionRule
+) -> tuple[list[Job], list[Move], Plan] | None:
+    state = cycle.state
+    statement = cycle.statement
+    candidates = sorted(
+        (
+            victim
+            for queue_id in rule.candidate_queues(cycle, job)
+            for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running))
+            if cycle.may_be_victim(job, victim, rule)
+        ),
+        key=lambda victim: _order(cycle, victim),
+    )
+    request = job.per_task * job.tasks
+    everything = statement.checkpoint()
+    taken: list[Job] = []
+    freed: set[str] = set()
+    found: tuple[list[Job], list[Move], Plan] | None = None
+    for victim in candidates:
+        if len(taken) >= MAX_VICTIMS:
+            break
+        trial = statement.checkpoint()
+        placed = sorted(victim.placements.items())
+        for node_id, tasks in placed:
+            statement.unplace(victim, node_id, tasks)
+        if not rule.allows_after(cycle, job, [victim]):
+            statement.rollback(trial)  # forbidden: skipped, not the end
+            continue
+        taken.append(victim)
+        freed |= {node_id for node_id, _ in placed}
+        if not request.fits_in(free_room(state, job)):
+            continue  # not even the total free room would hold it yet: plan nothing
+        planned = plan_moves(cycle, job, job.tasks, frozenset(freed))
+        if planned is not None and rule.allows_after(cycle, job, taken):
+            found = (list(taken), planned[0], planned[1])
+            break
+    statement.rollback(everything)
+    return found

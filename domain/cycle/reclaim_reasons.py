@@ -1,0 +1,102 @@
+"""Why reclaim did not help a blocked job: the queues looked at and what stopped each (pure).
+
+Asked only for a job that is blocked for room while its queue is below its deserved quota
+and entitled to reclaim (a fairness rule applies), and every rule's victim search failed. Each other queue running work
+is classified by the first thing that ruled it out: it is at or below its fair share and its
+deserved quota (`within_share`); it runs no preemptible unattended jobs
+(`not_preemptible`: non-preemptible or interactive); its jobs are not admitted as victims
+(`not_admitted`: they could take the room back, were dispatched in this cycle, or displaced
+this job by an explicit rule); none runs on a node matching the job's node selector
+(`node_selector`); or every sufficient victim set would take it below its fair share and
+deserved quota, or frees no set of nodes the job fits on (`insufficient`). Cached per job
+shape while nothing lasting changed in the cycle.
+"""
+
+from __future__ import annotations
+
+from domain.cycle.framework import Cycle, PreemptionRule
+from domain.reasons import Reason, ReasonKind, reason
+from domain.rules.reclaim_deserved import below_deserved
+from domain.state import Job
+
+SHOWN = 5  # queues named in the sentence; the facts carry all of them
+
+
+def reclaim_reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
+    """The reason why reclaim did not make room, or None when the job's queue may not
+    reclaim at all (then the room reason stands alone)."""
+    explicit = cycle.explicit_reasons()
+    displaced = tuple(sorted(item for item in job.displaced_by.items() if item[1] in explicit))
+    key: tuple[object, ...] = (job.queue, job.per_task, job.tasks, job.node_selector)
+    key += (job.priority, blocked.text, job.module, job.interactive, job.preemptible, displaced)
+    memo: dict[object, tuple[int, Reason | None]] = cycle.memo("reclaim_reasons", dict)
+    cached = memo.get(key)
+    changes = cycle.lasting_changes()
+    if cached is not None and changes is not None and cached[0] == changes:
+        return cached[1]
+    found = _reason(cycle, job, blocked)
+    if changes is not None:
+        memo[key] = (changes, found)
+    return found
+
+
+def _reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
+    if not below_deserved(cycle, job):
+        return None  # the promise is kept: the room reason stands alone
+    rules = [
+        rule
+        for rule in cycle.plugins.preemption_rules
+        if rule.fairness and not rule.explicit and rule.applies(cycle, job)
+    ]
+    if not rules:
+        return None
+    return _diagnose(cycle, job, rules, blocked)
+
+
+def _diagnose(
+    cycle: Cycle, job: Job, rules: list[PreemptionRule], blocked: Reason
+) -> Reason | None:
+    state = cycle.state
+    candidates: set[str] = set()
+    for rule in rules:
+        candidates.update(rule.candidate_queues(cycle, job))
+    looked: list[str] = []
+    stopped: list[str] = []
+    for queue_id in sorted(state.queues):
+        queue = state.queues[queue_id]
+        if queue_id == job.queue or not queue.running:
+            continue
+        looked.append(queue_id)
+        stopped.append(f"{queue_id}={_why(cycle, job, rules, queue_id, candidates)}")
+    if not stopped:
+        return None  # nobody else runs work: the room reason says it all
+    shown = ", ".join(item.replace("=", ": ") for item in stopped[:SHOWN])
+    more = f" and {len(stopped) - SHOWN} more" if len(stopped) > SHOWN else ""
+    text = f"{blocked.text}; reclaim did not help: {shown}{more}"
+    facts = dict(blocked.facts)
+    facts["looked_at"] = tuple(looked)
+    facts["stopped"] = tuple(stopped)
+    return reason(ReasonKind.RECLAIM, text, **facts)
+
+
+def _why(
+    cycle: Cycle, job: Job, rules: list[PreemptionRule], queue_id: str, candidates: set[str]
+) -> str:
+    if queue_id not in candidates:
+        return "within_share"
+    state = cycle.state
+    running = [state.jobs[j] for j in sorted(state.queues[queue_id].running)]
+    usable = [j for j in running if j.preemptible and not j.interactive]
+    if not usable:
+        return "not_preemptible"
+    admitted = [v for v in usable if any(cycle.may_be_victim(job, v, r) for r in rules)]
+    if not admitted:
+        return "not_admitted"
+    if job.node_selector and not any(
+        state.nodes[n].matches(job.node_selector)
+        for v in admitted
+        for n in sorted(v.placements)
+        if n in state.nodes
+    ):
+        return "node_selector"
+    return "insufficient"

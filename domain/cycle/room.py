@@ -1,0 +1,124 @@
+"""Victim steps and the room they free, counted per node (pure).
+
+A victim is stopped in steps (one halving of an elastic job, or all that is left of it);
+`Room` counts how many tasks of a blocked job the usable nodes could hold as steps are
+taken and given back through the cycle's statement. See docs/preemption.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from domain.cycle.statement import Statement
+from domain.resources import ZERO, Resources
+from domain.state import Job, State
+
+
+@dataclass(frozen=True)
+class VictimStep:
+    """Tasks of one victim to stop: one halving of an elastic job (`shrink`, never below
+    min_tasks), or all that is left of it. A victim's steps are always taken in order."""
+
+    victim: Job
+    nodes: tuple[tuple[str, int], ...]
+    shrink: bool
+    index: int = 0  # position among the victim's steps
+
+
+def victim_steps(victim: Job) -> list[VictimStep]:
+    """A gang is stopped whole; an elastic job may first give up tasks by halves down to
+    min_tasks (as Run:AI shrinks), each time from the nodes where it has the fewest tasks so
+    that what keeps running stays together."""
+    placed = dict(victim.placements)
+    size = sum(placed.values())
+    steps: list[VictimStep] = []
+    while victim.is_elastic and size > victim.min_tasks:
+        extra = size - max(victim.min_tasks, size // 2)
+        size -= extra
+        taken: dict[str, int] = {}
+        for node_id, tasks in sorted(placed.items(), key=lambda item: (item[1], item[0])):
+            take = min(tasks, extra)
+            extra -= take
+            if take:
+                taken[node_id] = take
+                placed[node_id] = tasks - take
+            if extra == 0:
+                break
+        placed = {node_id: tasks for node_id, tasks in placed.items() if tasks}
+        steps.append(VictimStep(victim, tuple(sorted(taken.items())), True, len(steps)))
+    steps.append(VictimStep(victim, tuple(sorted(placed.items())), False, len(steps)))
+    return steps
+
+
+def victims_of(steps: list[VictimStep]) -> list[Job]:
+    seen: dict[str, Job] = {}
+    for step in steps:
+        seen.setdefault(step.victim.id, step.victim)
+    return list(seen.values())
+
+
+class Room:
+    """How many of a job's tasks the live nodes it may use could hold, kept per node so that
+    releasing or restoring a victim's tasks costs only the nodes it touches.
+
+    Only nodes the free-capacity index says could hold one task are counted up front (on a
+    full cluster, few or none); any other node holds none now and is counted when a victim's
+    tasks on it are taken. Taking and giving back go through the statement, whose rollback
+    undoes them all."""
+
+    def __init__(self, state: State, statement: Statement, job: Job) -> None:
+        self._state = state
+        self._statement = statement
+        self._job = job
+        self._copies: dict[str, int] = {}
+        self.total = 0
+        for node_id in state.node_index.fullest_first(job.per_task.gpu):
+            node = state.nodes[node_id]
+            if node.matches(job.node_selector):
+                copies = node.copies(job.per_task)
+                if copies:
+                    self._copies[node_id] = copies
+                    self.total += copies
+
+    def _usable(self, node_id: str) -> bool:
+        node = self._state.nodes[node_id]
+        return not node.lost and node.matches(self._job.node_selector)
+
+    def nodes(self) -> list[str]:
+        """The live nodes the job may use, sorted (visits every node: for consolidation)."""
+        return [node_id for node_id in sorted(self._state.nodes) if self._usable(node_id)]
+
+    def total_if_freed(self, steps: list[VictimStep]) -> int:
+        freed: dict[str, Resources] = {}
+        for step in steps:
+            for node_id, tasks in step.nodes:
+                freed[node_id] = freed.get(node_id, ZERO) + step.victim.per_task * tasks
+        total = self.total
+        for node_id in sorted(freed):
+            if self._usable(node_id):
+                node = self._state.nodes[node_id]
+                copies = self._job.per_task.max_copies_in(node.free + freed[node_id])
+                total += copies - self._copies.get(node_id, 0)
+        return total
+
+    def recount(self, node_id: str) -> None:
+        if self._usable(node_id):
+            copies = self._state.nodes[node_id].copies(self._job.per_task)
+            self.total += copies - self._copies.get(node_id, 0)
+            self._copies[node_id] = copies
+
+    def take(self, step: VictimStep) -> None:
+        """Pretends the step's tasks are stopped."""
+        for node_id, tasks in step.nodes:
+            self._statement.unplace(step.victim, node_id, tasks)
+            self.recount(node_id)
+
+    def give_back(self, step: VictimStep) -> None:
+        """Undoes `take` (the statement's rollback restores placement order as well)."""
+        for node_id, tasks in step.nodes:
+            self._statement.place(step.victim, node_id, tasks)
+            self.recount(node_id)
+
+    def copies(self, node_id: str) -> int:
+        """Tasks of the job the node could hold now (0 for a node not counted yet)."""
+        return self._copies.get(node_id, 0)

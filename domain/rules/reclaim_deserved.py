@@ -1,0 +1,121 @@
+"""Reclaim by deserved quota: the fallback of reclaim when no fair-share victim set exists (pure).
+
+Whole jobs, fragmented nodes or quotas that add up to more than the cluster can leave no set
+of victims that keeps every victim queue at its fair share. Then a queue may also take from a
+queue that is above its *deserved quota* now, as long as the reclaimer ends within its own
+deserved quota; the victim queue may end below its fair share and even below its deserved
+quota (whole jobs: a queue 1 GPU above its deserved quota may lose a 4-GPU job). The
+comparison is made below the two queues' meeting point, as for reclaim (domain.rules.reclaim).
+
+Nothing oscillates: the reclaimer ends within its deserved quota, so it is never a victim of
+this rule. Nor of the fair-share rule: a reclaimer that ends within its fair share is not above
+it; one that ends beyond it was short of its deserved quota and demand, so (fair shares
+containing min(deserved quota, demand) unless capacity runs short, and then adding up to it)
+no queue's fair share exceeds its deserved quota, and the victim queue, above its deserved
+quota, is above its fair share too and may not reclaim. The selector also refuses any
+victim that could take the room right back (`could_preempt_back`). See docs/quotas.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from domain.commands import PreemptReason
+from domain.cycle.framework import CycleView
+from domain.quota import UNLIMITED
+from domain.rules.reclaim import EPSILON, Entity, _requested, _usage, below_meeting_point
+from domain.state import Job, State
+
+
+def deserved(state: State, entity: Entity) -> tuple[int, int, int]:
+    """The entity's deserved quota (UNLIMITED allowed): its queue's, or for a parent's own
+    jobs what the parent's quota leaves after its children's."""
+    queue, own = entity
+    if own and queue.children:
+        return queue.quota.own_quota([state.queues[c].quota for c in queue.children])
+    return queue.quota.quota
+
+
+def guarded(state: State, job: Job) -> list[tuple[int, int]]:
+    """(resource index, amount) the job asks for in which its queue deserves something: the
+    fallback restores a guarantee, and a queue with no deserved quota of a resource (e.g.
+    cpu it does not mention) has none to restore there."""
+    quota = deserved(state, (state.queues[job.queue], True))
+    return [(r, amount) for r, amount in _requested(job) if quota[r] != 0]
+
+
+def _above(used: int, quota: int) -> bool:
+    return quota != UNLIMITED and used > quota + EPSILON
+
+
+class ReclaimDeserved:
+    reason: PreemptReason = "reclaim"
+    explains = (
+        "or, where whole jobs or oversubscribed quotas leave no such victims, from a queue "
+        "above its deserved quota, the reclaimer ending within its own"
+    )
+    explicit = False
+    fairness = True
+
+    def applies(self, cycle: CycleView, job: Job) -> bool:
+        queue = cycle.state.queues[job.queue]
+        return bool(guarded(cycle.state, job)) and self._within_deserved(
+            cycle, job, [(queue, True)]
+        )
+
+    def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
+        state = cycle.state
+        asked = guarded(state, job)
+        for queue_id in sorted(state.queues):
+            queue = state.queues[queue_id]
+            if queue_id == job.queue or not queue.running:
+                continue
+            used, _ = _usage(cycle, (queue, True))
+            quota = deserved(state, (queue, True))
+            if any(_above(used[r], quota[r]) for r, _ in asked):
+                yield queue_id
+
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
+        if victim.queue == job.queue:
+            return False
+        if job.displaced_by.get(victim.id) in cycle.explicit_reasons():
+            return False
+        state = cycle.state
+        if not self._within_deserved(
+            cycle, job, below_meeting_point(state, job.queue, victim.queue)
+        ):
+            return False
+        asked = guarded(cycle.state, job)
+        for entity in below_meeting_point(state, victim.queue, job.queue):
+            used, _ = _usage(cycle, entity)
+            quota = deserved(state, entity)
+            if not any(_above(used[r], quota[r]) for r, _ in asked):
+                return False
+        return True
+
+    def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
+        """Any set of admitted victims: each victim queue was above its deserved quota, and may
+        end below it (contract section 6: the reclaimer ends within its own; see the module
+        docstring for why nothing oscillates)."""
+        return True
+
+    def _within_deserved(self, cycle: CycleView, job: Job, entities: list[Entity]) -> bool:
+        """Every entity stays within its deserved quota once the whole job runs."""
+        asked = guarded(cycle.state, job)
+        for entity in entities:
+            used, _ = _usage(cycle, entity)
+            quota = deserved(cycle.state, entity)
+            for r, amount in asked:
+                if quota[r] != UNLIMITED and used[r] + amount > quota[r] + EPSILON:
+                    return False
+        return True
+
+
+def below_deserved(cycle: CycleView, job: Job) -> bool:
+    """Whether the job's queue (its own jobs) is below its deserved quota in a resource the
+    job asks for: the promise reclaim keeps (for reclaim with moves and explain)."""
+    state = cycle.state
+    entity: Entity = (state.queues[job.queue], True)
+    used, _ = _usage(cycle, entity)
+    quota = deserved(state, entity)
+    return any(quota[r] == UNLIMITED or used[r] < quota[r] for r, _ in guarded(state, job))
