@@ -25,11 +25,12 @@ MAX_PLANS = 2
 
 
 class _Budget:
-    """Plans made in this cycle, and shapes whose plan failed (with the cycle's version)."""
+    """Plans made in this cycle, and shapes whose plan failed (with the
+    cycle's lasting changes then: a plan is tried in a checkpoint and rolled back)."""
 
     def __init__(self) -> None:
         self.plans = 0
-        self.failed: dict[tuple[object, ...], tuple[int, int]] = {}
+        self.failed: dict[tuple[object, ...], int] = {}
 
 
 def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
@@ -38,19 +39,24 @@ def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
     if not state.cluster.consolidation or job.awaiting or not below_deserved(cycle, job):
         return None
     budget = cycle.memo("reclaim_moves", _Budget)
+    explicit = cycle.explicit_reasons()
     for rule in cycle.plugins.preemption_rules:
         if not rule.fairness or rule.explicit or not rule.applies(cycle, job):
             continue
         if cycle.preempt_for(job, rule):
             return Outcome.PREEMPTING
         shape: tuple[object, ...] = (type(rule).__name__, job.queue, job.priority)
-        shape += (job.per_task, job.tasks, job.node_selector)
-        if budget.plans >= MAX_PLANS or budget.failed.get(shape) == cycle.version():
+        shape += (job.per_task, job.tasks, job.node_selector, job.module, job.preemptible)
+        shape += (tuple(sorted(i for i in job.displaced_by.items() if i[1] in explicit)),)
+        changes = cycle.lasting_changes()
+        if budget.plans >= MAX_PLANS or (
+            changes is not None and budget.failed.get(shape) == changes
+        ):
             continue
         budget.plans += 1
         found = _plan(cycle, job, rule)
-        if found is None:
-            budget.failed[shape] = cycle.version()
+        if found is None and changes is not None:
+            budget.failed[shape] = changes
         if found is not None:
             victims, moves, plan = found
             stops = []

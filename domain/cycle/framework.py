@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from domain.commands import DispatchReason, Preempt, PreemptReason
 from domain.cycle.statement import Statement
@@ -21,6 +21,10 @@ from domain.reasons import Reason
 from domain.state import Job, Queue, State
 
 T = TypeVar("T")
+
+# Fair shares and quotas are floats over integer amounts: a release is refused by a bound
+# only when it exceeds the room by more than this (the rules' own rounding tolerance).
+RELEASE_EPSILON = 1e-6
 
 
 class Verdict(StrEnum):
@@ -60,6 +64,12 @@ class CycleView(Protocol):
 
     def version(self) -> tuple[int, int]:
         """(commands issued, frees seen) in this cycle: both only grow."""
+        ...
+
+    def lasting_changes(self) -> int | None:
+        """How many changes of this cycle have lasted so far (tentative work that was rolled
+        back does not count), or None while a checkpoint is open: a cache of what depends
+        only on the state may key on it."""
         ...
 
     def memo(self, name: str, make: Callable[[], T]) -> T:
@@ -133,6 +143,20 @@ class PreemptionRule(Protocol):
         """A check over the whole victim set, e.g. reclaim's 'no victim queue below its fair
         share'; True when the set is acceptable."""
         ...
+
+
+@runtime_checkable
+class ReleaseBound(Protocol):
+    """What a preemption rule may add to bound the victim search: for a blocked job and one
+    candidate queue, how much (gpu, cpu, memory; math.inf: no bound) stopping that queue's
+    victims may release before `allows_after` refuses the set. It must be exact for a first
+    victim (a release above it is refused, one within it is not refused for that queue's
+    sake), as reclaim's "not below its fair share" is: the search then drops such victims
+    before walking them, and stops at once when nothing is left (docs/preemption.md)."""
+
+    def release_room(
+        self, cycle: CycleView, job: Job, queue_id: str
+    ) -> tuple[float, float, float]: ...
 
 
 class Cycle(CycleView, Protocol):

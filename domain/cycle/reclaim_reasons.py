@@ -9,7 +9,7 @@ deserved quota (`within_share`); it runs no preemptible unattended jobs
 this job by an explicit rule); none runs on a node matching the job's node selector
 (`node_selector`); or every sufficient victim set would take it below its fair share and
 deserved quota, or frees no set of nodes the job fits on (`insufficient`). Cached per job
-shape while nothing changed in the cycle.
+shape while nothing lasting changed in the cycle.
 """
 
 from __future__ import annotations
@@ -34,13 +34,18 @@ def reclaim_reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
     ]
     if not rules:
         return None
-    key = (job.queue, job.per_task, job.tasks, job.node_selector, job.priority, blocked.text)
-    memo: dict[object, tuple[tuple[int, int], Reason | None]] = cycle.memo("reclaim_reasons", dict)
+    explicit = cycle.explicit_reasons()
+    displaced = tuple(sorted(item for item in job.displaced_by.items() if item[1] in explicit))
+    key: tuple[object, ...] = (job.queue, job.per_task, job.tasks, job.node_selector)
+    key += (job.priority, blocked.text, job.module, job.interactive, job.preemptible, displaced)
+    memo: dict[object, tuple[int, Reason | None]] = cycle.memo("reclaim_reasons", dict)
     cached = memo.get(key)
-    if cached is not None and cached[0] == cycle.version() and not job.displaced_by:
+    changes = cycle.lasting_changes()
+    if cached is not None and changes is not None and cached[0] == changes:
         return cached[1]
     found = _diagnose(cycle, job, rules, blocked)
-    memo[key] = (cycle.version(), found)
+    if changes is not None:
+        memo[key] = (changes, found)
     return found
 
 

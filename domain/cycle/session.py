@@ -70,6 +70,10 @@ class Session:
     def version(self) -> tuple[int, int]:
         return (self._statement.emitted, self._statement.frees)
 
+    def lasting_changes(self) -> int | None:
+        statement = self._statement
+        return None if statement.tentative else statement.lasting
+
     def _changes(self) -> tuple[int, int]:
         return (self._statement.epoch, self._statement.frees)
 

@@ -15,7 +15,10 @@ Caches key on `epoch` (bumped by every change to who holds what on which node: p
 stops, holds, lost nodes) and `frees` (bumped whenever free capacity may have grown), which
 only grow, and a rollback bumps both: keying on `state.freed` or the node index version,
 which a rollback restores, could revive what was derived from a tentative state. Setting a
-job's or queue's fields and emitting commands change neither.
+job's or queue's fields and emitting commands change neither. `lasting` counts the changes
+that outlive their call (made with no checkpoint open, or kept by accepting the outermost
+one): what was derived from the state outside any checkpoint stays true while it is equal,
+however much tentative work was tried and rolled back meanwhile.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from domain.resources import Resources
 from domain.state import Job, State
 
 Undo = Callable[[], None]
+# Fields the cycle sets for the views and the queue policies' verdicts (why a job waits, since
+# when, what stopped a queue): no fit, placement, rule or victim search reads them, so
+# setting them is no lasting change.
+VIEW_FIELDS = frozenset({"pending_reason", "blocked_since", "stopped_by", "stopped_policy"})
 V = TypeVar("V")
 
 
@@ -40,6 +47,7 @@ class Statement:
         self._commands: list[NodeCommand] = []
         self.epoch = 0  # bumped by every change to nodes' allocations and holds, and rollback
         self.frees = 0  # bumped whenever free capacity may have grown (and on every rollback)
+        self.lasting = 0  # bumped by every change that is not tentative (see the docstring)
 
     # -- checkpoints ----------------------------------------------------------------------
 
@@ -65,6 +73,7 @@ class Statement:
         del self._marks[checkpoint:]
         if not self._marks:
             self._undo.clear()
+            self.lasting += 1
 
     def commit(self) -> list[NodeCommand]:
         """The cycle's commands, in the order they were emitted; the statement starts afresh."""
@@ -74,12 +83,19 @@ class Statement:
         return commands
 
     @property
+    def tentative(self) -> bool:
+        """Whether a checkpoint is open: what is done now may still be rolled back."""
+        return bool(self._marks)
+
+    @property
     def emitted(self) -> int:
         """How many commands the cycle has emitted so far."""
         return len(self._commands)
 
     def emit(self, commands: Iterable[NodeCommand]) -> None:
         self._commands.extend(commands)
+        if not self._marks:
+            self.lasting += 1
 
     # -- undoable changes -----------------------------------------------------------------
 
@@ -115,6 +131,8 @@ class Statement:
         if self._marks:
             old = getattr(target, name)
             self._undo.append(lambda: setattr(target, name, old))
+        elif name not in VIEW_FIELDS:
+            self.lasting += 1
         setattr(target, name, value)
 
     # -- changes that are never tentative -------------------------------------------------
@@ -185,11 +203,14 @@ class Statement:
     def _final(self) -> None:
         if self._marks:
             raise RuntimeError("not undoable, so never done inside a checkpoint")
+        self.lasting += 1
 
     def _record(self, job: Job, node_ids: Iterable[str]) -> None:
         """Remembers everything a change to the job on these nodes may touch."""
         if self._marks:
             self._undo.append(_memento(self._state, job, node_ids))
+        else:
+            self.lasting += 1
 
 
 def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:

@@ -9,8 +9,9 @@ See docs/preemption.md.
 
 from __future__ import annotations
 
-from domain.cycle.framework import Attempt, Cycle, PreemptionRule
+from domain.cycle.framework import RELEASE_EPSILON, Attempt, Cycle, PreemptionRule, ReleaseBound
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
+from domain.resources import Resources
 from domain.state import Job, JobStatus
 
 __all__ = ["Room", "VictimSearch", "VictimStep", "victim_steps", "victims_of"]
@@ -22,8 +23,8 @@ class VictimSearch:
     def __init__(self, cycle: Cycle, dispatched_now: set[str]) -> None:
         self._cycle = cycle
         self._dispatched_now = dispatched_now  # never victims in the same cycle
-        # Searches that found nothing, by rule and job shape, with the cycle's version then.
-        self._failed: dict[tuple[object, ...], tuple[int, int]] = {}
+        # Searches that found nothing, by rule and job shape, with the cycle's lasting changes.
+        self._failed: dict[tuple[object, ...], int] = {}
 
     def victim_order(self, victim: Job) -> tuple[int, int, str]:
         """Least disruption first: lowest priority, then most recently started."""
@@ -71,9 +72,13 @@ class VictimSearch:
         room freed, counted incrementally per node, could hold the job; minimising then drops
         unneeded steps, newest choices kept, each check O(nodes it touches) before any fit.
         """
-        # A job like one whose search already failed, with nothing issued or freed since,
-        # fails too: pending jobs of one queue often share a shape, and each search walks the
-        # candidate queues' running jobs. Jobs displaced earlier are judged on their own.
+        # A job like one whose search already failed, with no lasting change since, fails
+        # too: pending jobs of one queue often share a shape, and each search walks the
+        # candidate queues' running jobs. Searches roll their trials back, so they are no
+        # change; anything issued, freed or set in the cycle is. A job displaced by an
+        # explicit rule is judged with those displacements (reclaim never takes them back).
+        cycle = self._cycle
+        explicit = cycle.explicit_reasons()
         shape = (
             type(rule).__name__,
             job.queue,
@@ -85,31 +90,23 @@ class VictimSearch:
             job.tasks,
             job.min_tasks,
             job.node_selector,
+            tuple(sorted(item for item in job.displaced_by.items() if item[1] in explicit)),
         )
-        if not job.displaced_by and self._failed.get(shape) == self._cycle.version():
+        before = cycle.lasting_changes()
+        if before is not None and self._failed.get(shape) == before:
             return False
         if not self._search(job, rule):
-            if not job.displaced_by:
-                # Taken after the search: its rollback counts as a change too.
-                self._failed[shape] = self._cycle.version()
+            if before is not None:
+                self._failed[shape] = before  # the search failed and changed nothing
             return False
         return True
 
     def _search(self, job: Job, rule: PreemptionRule) -> bool:
         cycle = self._cycle
         state = cycle.state
-        candidates = [
-            victim
-            for queue_id in rule.candidate_queues(cycle, job)
-            for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running))
-            if self.may_be_victim(job, victim, rule)
-        ]
-        if not candidates:
+        steps = sorted(self._candidate_steps(job, rule), key=self.step_order)
+        if not steps:
             return False
-        steps = sorted(
-            (step for victim in candidates for step in victim_steps(victim)),
-            key=self.step_order,
-        )
         statement = cycle.statement
         room = Room(state, statement, job)
         bound = room.total_if_freed(steps)
@@ -137,6 +134,28 @@ class VictimSearch:
             return False
         self._issue(job, rule, walk.chosen, found.plan)
         return True
+
+    def _candidate_steps(self, job: Job, rule: PreemptionRule) -> list[VictimStep]:
+        """The steps of every admitted victim of the rule's candidate queues. With a rule that
+        bounds what each queue may release (ReleaseBound), a victim's steps beyond that room
+        are dropped first, before the costlier filters: the walk would refuse them anyway
+        (a release the room refuses alone is refused after other victims too), so decisions
+        are the same and a queue with no room for any of its jobs costs one pass."""
+        state = self._cycle.state
+        bound = rule if isinstance(rule, ReleaseBound) else None
+        steps: list[VictimStep] = []
+        for queue_id in rule.candidate_queues(self._cycle, job):
+            room = None if bound is None else bound.release_room(self._cycle, job, queue_id)
+            for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
+                if room is not None and _exceeds(victim.per_task * _first_tasks(victim), room):
+                    continue  # even its smallest step would be refused
+                if not self.may_be_victim(job, victim, rule):
+                    continue
+                own = victim_steps(victim)
+                if room is not None:
+                    own = _within_room(own, room)
+                steps += own
+        return steps
 
     def allowed(self, job: Job, rule: PreemptionRule, victims: list[Job]) -> bool:
         return rule.allows_after(self._cycle, job, victims)
@@ -233,6 +252,31 @@ class VictimSearch:
             cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
         for node_id in sorted(plan):
             cycle.statement.hold(job, node_id, job.per_task * plan[node_id])
+
+
+def _first_tasks(victim: Job) -> int:
+    """Tasks the victim's first step stops (all of a non-elastic job; else one halving)."""
+    placed = sum(victim.placements.values())
+    if not victim.is_elastic or placed <= victim.min_tasks:
+        return placed
+    return placed - max(victim.min_tasks, placed // 2)
+
+
+def _exceeds(release: Resources, room: tuple[float, float, float]) -> bool:
+    return any(
+        amount > limit + RELEASE_EPSILON
+        for amount, limit in zip(release.as_tuple(), room, strict=True)
+    )
+
+
+def _within_room(steps: list[VictimStep], room: tuple[float, float, float]) -> list[VictimStep]:
+    """The prefix of a victim's steps whose release, counted from its first step, fits."""
+    tasks = 0
+    for position, step in enumerate(steps):
+        tasks += sum(count for _, count in step.nodes)
+        if _exceeds(step.victim.per_task * tasks, room):
+            return steps[:position]
+    return steps
 
 
 class _Walk:

@@ -14,6 +14,7 @@ are one entity among its children (the OWN slot of fairshare).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from domain.commands import PreemptReason
@@ -177,6 +178,19 @@ class Reclaim:
                     if contended and used[r] < share[r] - EPSILON:
                         return False
         return True
+
+    def release_room(self, cycle: CycleView, job: Job, queue_id: str) -> tuple[float, float, float]:
+        """How much stopping `queue_id`'s jobs may release before `allows_after` refuses: per
+        resource, the least, over the victim side's entities contended for it, of what the
+        entity uses above its fair share (domain.cycle.framework.ReleaseBound)."""
+        room = [math.inf, math.inf, math.inf]
+        for entity in below_meeting_point(cycle.state, queue_id, job.queue):
+            used, share = _usage(cycle, entity)
+            demand = _demand(entity)
+            for r in range(3):
+                if share[r] < demand[r] - EPSILON:
+                    room[r] = min(room[r], used[r] - share[r])
+        return (room[0], room[1], room[2])
 
     def _within_share(self, cycle: CycleView, job: Job, entities: list[Entity]) -> bool:
         """Every entity stays within its fair share once the whole job runs."""

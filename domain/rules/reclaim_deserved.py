@@ -2,11 +2,18 @@
 
 Whole jobs, fragmented nodes or quotas that add up to more than the cluster can leave no set
 of victims that keeps every victim queue at its fair share. Then a queue may also take from a
-queue that is above its *deserved quota*, as long as the reclaimer ends within its own
-deserved quota and the victim queue does not end below its deserved quota (so that the
-guarantee holds for both, and neither could take the resources back: no preemption cycle).
-The comparison is made below the two queues' meeting point, as for reclaim
-(domain.rules.reclaim). See docs/quotas.md.
+queue that is above its *deserved quota* now, as long as the reclaimer ends within its own
+deserved quota; the victim queue may end below its fair share and even below its deserved
+quota (whole jobs: a queue 1 GPU above its deserved quota may lose a 4-GPU job). The
+comparison is made below the two queues' meeting point, as for reclaim (domain.rules.reclaim).
+
+Nothing oscillates: the reclaimer ends within its deserved quota, so it is never a victim of
+this rule. Nor of the fair-share rule: a reclaimer that ends within its fair share is not above
+it; one that ends beyond it was short of its deserved quota and demand, so (fair shares
+containing min(deserved quota, demand) unless capacity runs short, and then adding up to it)
+no queue's fair share exceeds its deserved quota, and the victim queue, above its deserved
+quota, is above its fair share too and may not reclaim. The selector also refuses any
+victim that could take the room right back (`could_preempt_back`). See docs/quotas.md.
 """
 
 from __future__ import annotations
@@ -87,22 +94,9 @@ class ReclaimDeserved:
         return True
 
     def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
-        """No victim-side entity ends below its deserved quota in a resource the job asks for
-        (runs with the victims already released by the selector's statement)."""
-        state = cycle.state
-        asked = guarded(cycle.state, job)
-        seen: set[tuple[str, bool]] = set()
-        for victim in victims:
-            for entity in below_meeting_point(state, victim.queue, job.queue):
-                key = (entity[0].id, entity[1])
-                if key in seen:
-                    continue
-                seen.add(key)
-                used, _ = _usage(cycle, entity)
-                quota = deserved(state, entity)
-                for r, _ in asked:
-                    if quota[r] != UNLIMITED and used[r] < quota[r] - EPSILON:
-                        return False
+        """Any set of admitted victims: each victim queue was above its deserved quota, and may
+        end below it (contract section 6: the reclaimer ends within its own; see the module
+        docstring for why nothing oscillates)."""
         return True
 
     def _within_deserved(self, cycle: CycleView, job: Job, entities: list[Entity]) -> bool:

@@ -258,13 +258,27 @@ def test_reclaim_keeps_victims_at_their_fair_share_and_spares_the_protected(
                     stopped = cluster.state.jobs[command.job]
                     gpu = stopped.per_task.gpu * command.tasks
                     own_taking[stopped.queue] = own_taking.get(stopped.queue, 0) + gpu
+            reclaimed: dict[str, int] = {}
+            for command in preempted:
+                if command.reason == "reclaim":
+                    stopped = cluster.state.jobs[command.job]
+                    gpu = stopped.per_task.gpu * command.tasks
+                    reclaimed[stopped.queue] = reclaimed.get(stopped.queue, 0) + gpu
             for command in preempted:
                 if command.reason != "reclaim":
                     continue
                 victim_queue = cluster.state.queues[cluster.state.jobs[command.job].queue]
                 share = victim_queue.fair_share[0]
                 committed = committed_gpu(cluster.state, victim_queue)
-                assert committed + own_taking.get(victim_queue.id, 0) >= share - EPS
+                kept = committed + own_taking.get(victim_queue.id, 0)
+                if kept >= share - EPS:
+                    continue
+                # Below its fair share only by the deserved-quota fallback (contract §6): the
+                # victim queue was above its deserved quota, the reclaimer ends within its own.
+                deserved = victim_queue.quota.quota[0]
+                assert kept + reclaimed[victim_queue.id] > deserved + EPS
+                reclaimer = cluster.state.queues[cluster.state.jobs[str(command.by)].queue]
+                assert committed_gpu(cluster.state, reclaimer) <= reclaimer.quota.quota[0] + EPS
             if not cluster.last:
                 break
             cluster.agents_obey(ts)

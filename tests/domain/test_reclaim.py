@@ -69,9 +69,11 @@ def test_seed_002_late_queue_reclaims_up_to_its_fair_share_of_9() -> None:
 
 
 def test_reclaim_never_takes_a_victim_queue_below_its_fair_share() -> None:
-    """b holds 4 in 2-GPU jobs with fair share 3: taking one would leave it at 2."""
+    """b holds 4 in 2-GPU jobs with fair share 3: taking one would leave it at 2. b is at its
+    deserved quota of 4 (quotas 1 + 4 on 4 GPUs), so the deserved-quota fallback does not
+    apply either (tests/domain/test_victim_search.py has the case where it does)."""
     cluster = Cluster()
-    cluster.given(0, gpu_queue("a", 1), gpu_queue("b", 3), node("n1", gpu=4))
+    cluster.given(0, gpu_queue("a", 1), gpu_queue("b", 4), node("n1", gpu=4))
     cluster.given(1, job("b0", "b", gpu=2), job("b1", "b", gpu=2))
     settle(cluster, 1)
     cluster.when(2, job("a0", "a"))

@@ -141,11 +141,12 @@ def test_reclaim_combines_stopping_a_job_with_moving_another() -> None:
 
 
 def test_explain_says_why_reclaim_did_not_help() -> None:
-    """a (1 deserved) waits with nothing; b (3 deserved) runs 2 + 2: any victim takes b below
-    both its fair share and its deserved quota; c runs non-preemptible work within its quota."""
+    """a (1 deserved) waits with nothing; b (4 deserved, fair share 3 of the 5 GPUs) runs
+    2 + 2: any victim takes b below its fair share, and b is not above its deserved quota (no
+    fallback); c runs non-preemptible work within its quota."""
     cluster = Cluster()
     cluster.given(
-        0, gpu_queue("a", 1), gpu_queue("b", 3), gpu_queue("c", 1), node("n1", 4), node("n2", 1)
+        0, gpu_queue("a", 1), gpu_queue("b", 4), gpu_queue("c", 1), node("n1", 4), node("n2", 1)
     )
     cluster.given(
         1, job("b0", "b", gpu=2), job("b1", "b", gpu=2), job("c0", "c", preemptible=False)
