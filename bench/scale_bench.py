@@ -84,7 +84,9 @@ def run(nodes: int, pending: int, cycles: int, profile: bool) -> dict[str, Any]:
     for t in range(TOP):
         top = f"t{t}"
         setup.append(
-            QueueConfigured(queue=top, resources={"gpu": QueueResource(quota=total // TOP, limit=-1)})
+            QueueConfigured(
+                queue=top, resources={"gpu": QueueResource(quota=total // TOP, limit=-1)}
+            )
         )
         for m in range(MID):
             mid = f"{top}m{m}"
@@ -128,7 +130,15 @@ def run(nodes: int, pending: int, cycles: int, profile: bool) -> dict[str, Any]:
     jobs: list[Event] = []
     for index in range(pending):
         shape = rng.random()
-        gpu, tasks = (1.0, 1) if shape < 0.7 else (2.0, 1) if shape < 0.85 else (1.0, 4) if shape < 0.95 else (0.5, 1)
+        gpu, tasks = (
+            (1.0, 1)
+            if shape < 0.7
+            else (2.0, 1)
+            if shape < 0.85
+            else (1.0, 4)
+            if shape < 0.95
+            else (0.5, 1)
+        )
         jobs.append(
             JobSubmitted(
                 job=f"p{index:06d}",

@@ -69,9 +69,7 @@ def _queue(name: str, quota: float) -> dict[str, object]:
 def itp_lines(root: Path, fraction: float) -> tuple[list[dict[str, object]], int]:
     folder = root / "msft-itp"
     files = sorted(folder.glob("cluster*.csv"))
-    head: list[dict[str, object]] = [
-        _line(0, type="ClusterConfigured", heartbeat_timeout_s=10**9)
-    ]
+    head: list[dict[str, object]] = [_line(0, type="ClusterConfigured", heartbeat_timeout_s=10**9)]
     quota = ITP_NODES * 8 // len(files)
     head += [_line(0, **_queue(path.stem, quota)) for path in files]
     capacity = {"gpu": 8, "cpu": 64_000, "memory": 512_000}
@@ -118,9 +116,7 @@ def alibaba_lines(
     pods = pods[: round(len(pods) * fraction)]
     classes = sorted({"ls", "be", "burstable", "guaranteed"})
     gpus = sum(int(node["gpu"]) for node in nodes)
-    head: list[dict[str, object]] = [
-        _line(0, type="ClusterConfigured", heartbeat_timeout_s=10**9)
-    ]
+    head: list[dict[str, object]] = [_line(0, type="ClusterConfigured", heartbeat_timeout_s=10**9)]
     head += [_line(0, **_queue(name, gpus // len(classes))) for name in classes]
     head += [
         _line(
@@ -145,7 +141,11 @@ def alibaba_lines(
             "type": "JobSubmitted",
             "job": pod["name"],
             "queue": pod["qos"].lower(),
-            "resources": {"gpu": gpu, "cpu": int(pod["cpu_milli"]), "memory": int(pod["memory_mib"])},
+            "resources": {
+                "gpu": gpu,
+                "cpu": int(pod["cpu_milli"]),
+                "memory": int(pod["memory_mib"]),
+            },
             "duration_s": max(0, int(pod["deletion_time"]) - start),
         }
         lines.append(_line(created * 1000 // compress + 1, **event))
@@ -210,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     parser.add_argument("--root", help="run another source tree's core (for before/after)")
     parser.add_argument("--profile", action="store_true", help="cProfile to stderr")
-    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "FRACTION"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", nargs=2, metavar=("WORKLOAD", "FRACTION"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     root = traces_dir(args.traces)
     if args.child:
@@ -222,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     tree = args.root or str(REPO)
     print(f"python {sys.version.split()[0]}; traces {root}; core from {tree}")
-    print("| workload | size | jobs | commands (rejected) | wall s | CPU s | peak RSS MB | CPU ms/job | sha |")
+    print(
+        "| workload | size | jobs | commands (rejected) | wall s | CPU s | peak RSS MB | CPU ms/job | sha |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for which in args.only or list(SETS):
         timed_out = False
