@@ -66,6 +66,11 @@ class CycleView(Protocol):
         """(commands issued, frees seen) in this cycle: both only grow."""
         ...
 
+    def epoch(self) -> int:
+        """A number that changes whenever an allocation, hold or stop changes in this cycle
+        (tentative changes and rollbacks included): a cache of queue usage may key on it."""
+        ...
+
     def lasting_changes(self) -> int | None:
         """How many changes of this cycle have lasted so far (tentative work that was rolled
         back does not count), or None while a checkpoint is open: a cache of what depends

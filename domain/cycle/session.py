@@ -70,6 +70,9 @@ class Session:
     def version(self) -> tuple[int, int]:
         return (self._statement.emitted, self._statement.frees)
 
+    def epoch(self) -> int:
+        return self._statement.epoch
+
     def lasting_changes(self) -> int | None:
         statement = self._statement
         return None if statement.tentative else statement.lasting
