@@ -14,6 +14,7 @@ from domain.actions.allocate import Allocate
 from domain.actions.claim import Claim
 from domain.actions.consolidate import consolidate
 from domain.actions.expand import Expand
+from domain.actions.reclaim_again import ReclaimAgain
 from domain.actions.reclaim_moves import reclaim_with_moves
 from domain.actions.settle import Settle
 from domain.cycle.framework import Action, PluginSet, PreemptionRule, QueuePolicy, Resolver
@@ -52,7 +53,7 @@ PREEMPTION_RULES: list[PreemptionRule] = [
 # Both act only when ClusterConfigured.consolidation; reclaim_with_moves after plain moves.
 RESOLVERS: list[Resolver] = [consolidate, reclaim_with_moves]
 
-ACTIONS: list[Action] = [Settle(), Claim(), Allocate(), Expand()]
+ACTIONS: list[Action] = [Settle(), Claim(), Allocate(), ReclaimAgain(), Expand()]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import heapq
 from collections.abc import Iterator
 from enum import Enum
 
+from domain.actions.reclaim_again import note_blocked
 from domain.cycle.framework import Cycle, Outcome, Verdict
 from domain.cycle.ordering import QueueKey, pending_in_order, queue_key
 from domain.state import Job, Queue
@@ -69,6 +70,7 @@ class Allocate:
             # Not blocked: its victims are stopping and what they free is held for it.
             statement.set(job, "blocked_since", None)
             return _Next.REQUEUE
+        note_blocked(cycle, job)
         if job.blocked_since is None:
             # The first cycle in which it was found blocked.
             statement.set(job, "blocked_since", cycle.ts)

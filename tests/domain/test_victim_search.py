@@ -229,3 +229,35 @@ def test_explain_says_why_reclaim_did_not_help() -> None:
     assert facts["looked_at"] == ("b", "c")
     assert facts["stopped"] == ("b=insufficient", "c=within_share")
     assert "reclaim did not help: b: insufficient, c: within_share" in str(cluster.reason("a1"))
+
+
+def test_a_job_blocked_before_another_queue_went_over_its_deserved_quota_reclaims_in_that_cycle() -> (
+    None
+):
+    """One 8-GPU node, quotas 5 and 4 (oversubscribed). q0 runs 2 GPUs and its 3-GPU job j3
+    is blocked (q1 at 4 is not above its deserved quota); q1 then submits a 1-GPU job, which
+    allocation gives the idle GPU (work-conserving), taking q1 to 5 of 4. Allocation served q0
+    first, so without a second look j3 would wait for ever: now the same cycle reclaims for it
+    (not from j4, dispatched in that very cycle), and q0 reaches its deserved 5."""
+    cluster = Cluster()
+    cluster.given(0, node("n0", gpu=8), gpu_queue("q0", 5), gpu_queue("q1", 4))
+    cluster.given(1, job("j0", "q1", gpu=1), job("j1", "q0", gpu=2))
+    cluster.given(2, job("j2", "q1", gpu=3))
+    cluster.given(3, job("j3", "q0", gpu=3))
+    settle(cluster, 3)
+    assert (gpus(cluster, "q0"), gpus(cluster, "q1")) == (2, 4)
+    cluster.when(4, job("j4", "q1", gpu=1))
+    issued = cluster.last
+    assert [(c.type, c.job) for c in issued] == [("Dispatch", "j4"), ("Preempt", "j2")]
+    assert preempted(issued) == [("j2", "reclaim")]
+    settle(cluster, 4)
+    assert (gpus(cluster, "q0"), gpus(cluster, "q1")) == (5, 2)
+    every_queue_has_its_guarantee_or_capacity_ran_out(cluster)
+
+
+def every_queue_has_its_guarantee_or_capacity_ran_out(cluster: Cluster) -> None:
+    """Quotas 5 + 4 on 8 GPUs: q0 gets min(5, demand); q1 keeps what is left."""
+    q0 = cluster.state.queues["q0"]
+    assert q0.subtree_allocated.gpu >= min(q0.quota.quota[0], q0.demand.gpu)
+    pairs = {(c.job, c.by) for c in cluster.commands if c.type == "Preempt" and c.by}
+    assert not {(by, victim) for victim, by in pairs} & pairs

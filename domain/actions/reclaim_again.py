@@ -1,0 +1,65 @@
+"""Reclaim-again action: a job blocked while its queue is below its deserved quota is tried once more after allocation gave other queues more (pure).
+
+Allocate serves the most deprived queue first, so a queue below its deserved quota may find its
+job blocked (no victims yet: nobody is above their deserved quota) and then see allocation, in
+the same cycle, give idle capacity to a queue beyond its own deserved quota (work-conserving).
+Cycles run only when something changes, so without a second look the blocked job could wait
+for ever while that queue stays above its deserved quota. This action looks once more, at
+the end of allocation, at the first job each queue found blocked (so a cycle costs at most one
+more try per queue), but only if something lasting changed since; a job dispatched in this cycle is never a victim in it, so what it takes is other
+work. See docs/quotas.md, "Reclaim again after allocation".
+"""
+
+from __future__ import annotations
+
+from domain.cycle.framework import Cycle, Outcome
+from domain.rules.reclaim_deserved import below_deserved
+from domain.state import Job, JobStatus
+
+RECLAIM_AGAIN_MS = 1000  # the next look, if this one fails: about a KAI session's period
+TIMER = "reclaim_again"  # the kind of that timer (ident: the queue)
+BLOCKED = "allocate_blocked"  # the per-cycle memo Allocate fills: (job, lasting changes then)
+
+
+def note_blocked(cycle: Cycle, job: Job) -> None:
+    """Called by Allocate for each job it found blocked."""
+    _blocked(cycle).append((job, cycle.lasting_changes()))
+
+
+def _blocked(cycle: Cycle) -> list[tuple[Job, int | None]]:
+    return cycle.memo(BLOCKED, list[tuple[Job, int | None]])
+
+
+class ReclaimAgain:
+    name = "reclaim_again"
+
+    def execute(self, cycle: Cycle) -> None:
+        queues: set[str] = set()
+        for job, changes_then in _blocked(cycle):
+            if job.queue in queues:
+                continue  # one look per queue: at the first job it found blocked
+            queues.add(job.queue)
+            if changes_then is None or changes_then == cycle.lasting_changes():
+                continue  # nothing lasting happened since it was found blocked
+            if job.status is not JobStatus.PENDING or not below_deserved(cycle, job):
+                continue
+            self._try(cycle, job)
+
+    def _try(self, cycle: Cycle, job: Job) -> None:
+        statement = cycle.statement
+        outcome, reason = cycle.try_schedule(job)
+        if outcome is Outcome.PLACED:
+            statement.dequeue(job)  # Allocate has already taken its placed jobs off
+        elif outcome is Outcome.PREEMPTING:
+            statement.set(job, "pending_reason", reason)
+            statement.set(job, "blocked_since", None)
+        else:
+            # Its victims may be work dispatched in this very cycle, which is never preempted
+            # in the cycle that dispatched it: look again in a later one.
+            statement.set(job, "pending_reason", reason)
+            cycle.wake_at(cycle.ts + RECLAIM_AGAIN_MS, TIMER, job.queue)
+            return
+        queue = cycle.state.queues[job.queue]
+        if queue.stopped_by == job.id:
+            statement.set(queue, "stopped_by", None)
+            statement.set(queue, "stopped_policy", None)
