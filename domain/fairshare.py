@@ -91,6 +91,41 @@ def share_level(amount: float, claimants: list[Claimant], unit: float = 0.0) -> 
         whole_units(claimants, unit)
 
 
+EXACT_MAX = float(2**52)  # integers below this add and subtract exactly as floats
+
+
+def served_in_full(
+    amount: float,
+    unit: float,
+    caps: list[float],
+    quotas: list[float],
+    weights: list[float],
+) -> bool:
+    """True when share_level(amount, claimants, unit) gives every claimant exactly its cap,
+    proven without sharing: whole numbers (caps whole units), the caps add up to at most
+    `amount`, and every claimant that wants beyond its quota has over-quota weight 1 or 0.
+
+    Then the deserved stage gives each min(quota, cap), and each water-filling round serves
+    the smallest remaining want in full: it is at most the remaining amount over the number of
+    claimants (their wants add up to at most that), and a correctly rounded division never
+    falls below a whole number it is mathematically at least; weights of 1 multiply exactly,
+    and whole numbers add and subtract exactly. Whole-unit caps are already whole units, so
+    rounding keeps them. Weights other than 1 or 0 are left to the full computation.
+    """
+    if not (0.0 <= amount < EXACT_MAX) or amount % 1.0:
+        return False
+    total = 0.0
+    for cap, quota, weight in zip(caps, quotas, weights, strict=True):
+        if cap < 0.0 or (cap % unit if unit > 0 else cap % 1.0):
+            return False
+        if quota != UNLIMITED and (
+            quota < 0.0 or quota % 1.0 or (quota < cap and weight != 1.0 and weight != 0.0)
+        ):
+            return False
+        total += cap
+    return total <= amount
+
+
 def _share_exact(amount: float, claimants: list[Claimant]) -> None:
     deserved = [c.cap if c.quota == UNLIMITED else min(c.quota, c.cap) for c in claimants]
     if sum(deserved) <= amount:
@@ -133,18 +168,13 @@ def recompute(state: State, full: bool = False) -> None:
     for queue_id in _deepest_first(state, touched):
         _aggregate(state, state.queues[queue_id])
     capacity = state.capacity.as_tuple()
-    top = state.top_level_queues()
-    shares: list[list[float]] = [[0.0, 0.0, 0.0] for _ in top]
-    rank = {queue_id: position for position, queue_id in enumerate(state.queues)}
-    for r in range(3):
-        claimants = [_claimant(state.queues[q], r, rank[q]) for q in top]
-        share_level(float(capacity[r]), claimants, UNITS[r])
-        for i, claimant in enumerate(claimants):
-            shares[i][r] = claimant.given
-    work = [(q, (s[0], s[1], s[2])) for q, s in zip(top, shares, strict=True)]
+    top = [state.queues[q] for q in state.top_level_queues()]
+    ranks = _Ranks(state)
+    columns = [_share_column(float(capacity[r]), None, top, r, ranks) for r in range(3)]
+    work = [(q.id, (a, b, c)) for q, a, b, c in zip(top, *columns, strict=True)]
     while work:
         queue_id, share = work.pop()
-        work.extend(_descend(state, queue_id, share, touched, rank))
+        work.extend(_descend(state, queue_id, share, touched, ranks))
     state.fair_share_dirty.clear()
     state.fair_share_full = False
     state.fair_share_stale = False
@@ -205,7 +235,7 @@ def _descend(
     queue_id: str,
     share: tuple[float, float, float],
     touched: set[str],
-    rank: dict[str, int],
+    ranks: _Ranks,
 ) -> list[tuple[str, tuple[float, float, float]]]:
     """Sets one queue's shares; returns its children with theirs, or nothing when unchanged."""
     queue = state.queues[queue_id]
@@ -217,16 +247,45 @@ def _descend(
         return []
     children = [state.queues[c] for c in queue.children]
     own_quota = queue.quota.own_quota([c.quota for c in children])
-    child_shares: list[list[float]] = [[0.0, 0.0, 0.0] for _ in children]
-    own = [0.0, 0.0, 0.0]
-    for r in range(3):
-        claimants = [_own_claimant(queue, r, own_quota[r])]
-        claimants += [_claimant(c, r, rank[c.id]) for c in children]
-        share_level(share[r], claimants, UNITS[r])
-        own[r] = claimants[0].given
-        for i, claimant in enumerate(claimants[1:]):
-            child_shares[i][r] = claimant.given
-    queue.own_fair_share = (own[0], own[1], own[2])
+    columns = [_share_column(share[r], (queue, own_quota[r]), children, r, ranks) for r in range(3)]
+    queue.own_fair_share = (columns[0][0], columns[1][0], columns[2][0])
     return [
-        (child.id, (cs[0], cs[1], cs[2])) for child, cs in zip(children, child_shares, strict=True)
+        (child.id, (a, b, c))
+        for child, a, b, c in zip(
+            children, columns[0][1:], columns[1][1:], columns[2][1:], strict=True
+        )
     ]
+
+
+class _Ranks:
+    """Configuration order of the queues, built only when a level needs the full sharing."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._rank: dict[str, int] | None = None
+
+    def __getitem__(self, queue_id: str) -> int:
+        if self._rank is None:
+            self._rank = {q: position for position, q in enumerate(self._state.queues)}
+        return self._rank[queue_id]
+
+
+def _share_column(
+    amount: float, own: tuple[Queue, int] | None, queues: list[Queue], r: int, ranks: _Ranks
+) -> list[float]:
+    """One level's shares of resource r: the parent's own jobs first (when `own` is given),
+    then each queue; every claimant's cap when that is provably the outcome (served_in_full)."""
+    caps = [q.capped_demand[r] for q in queues]
+    quotas = [float(q.quota.quota[r]) for q in queues]
+    weights = [q.quota.weight[r] for q in queues]
+    if own is not None:
+        parent, own_quota = own
+        caps.insert(0, float(parent.demand.as_tuple()[r]))
+        quotas.insert(0, float(own_quota))
+        weights.insert(0, 1.0 if own_quota in (0, UNLIMITED) else float(own_quota))
+    if served_in_full(amount, UNITS[r], caps, quotas, weights):
+        return caps
+    claimants = [] if own is None else [_own_claimant(own[0], r, own[1])]
+    claimants += [_claimant(q, r, ranks[q.id]) for q in queues]
+    share_level(amount, claimants, UNITS[r])
+    return [c.given for c in claimants]
