@@ -1,4 +1,5 @@
-"""The shortcut of fair share (every claimant served in full) equals the full sharing."""
+"""The shortcuts of fair share (a level served in full, checked again only for its changed
+claimants) equal the full sharing from scratch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain import fairshare
-from domain.fairshare import UNITS, Claimant, served_in_full, share_level
+from domain.fairshare import UNITS, Claimant, share_level
+from domain.fairshare_level import served_in_full
 from domain.quota import UNLIMITED
 from domain.state import State
 from tests.domain.test_fairness_properties import PROPERTY, changes, fold_all, loaded_clusters
