@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,9 +30,19 @@ def _bounded_lines(source: IO[bytes], limit: int) -> Iterator[bytes]:
         yield line
 
 
+# The simulator allocates many small objects that live as long as the state (jobs, tasks,
+# commands) and makes few reference cycles: collecting the youngest generation every 700
+# allocations, as CPython does by default, rescans them for nothing. Collected every 50,000
+# instead, and with the imported modules frozen out of every collection.
+GC_THRESHOLD = (50_000, 20, 20)
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from domain.limits import LINE_BYTES_MAX
     from domain.simulation import simulate_lines
+
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
 
     source: IO[bytes]
     if args.file == "-":
@@ -47,8 +58,10 @@ def _simulate(args: argparse.Namespace) -> int:
             ) from None
     out = sys.stdout.buffer
     try:
+        write = out.write
         for line in simulate_lines(_bounded_lines(source, LINE_BYTES_MAX)):
-            out.write(line + b"\n")
+            write(line)
+            write(b"\n")
         out.flush()
     finally:
         if source is not sys.stdin.buffer:

@@ -1,122 +1,26 @@
-"""Fair share per resource down the queue tree: deserved quota, then spare capacity by
-over-quota priority and weight, water-filled and capped by demand and limit (pure)."""
+"""Fair share per resource down the queue tree: each level shared by domain.fairshare_level,
+only where its inputs changed (pure)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
+from domain.fairshare_level import (
+    UNITS,
+    Claimant,
+    LevelMemo,
+    served_alone,
+    served_in_full,
+    share_level,
+    water_fill,
+    whole_units,
+)
 from domain.quota import UNLIMITED
-from domain.resources import GPU_SCALE
 from domain.state import Queue, State
 
+__all__ = ["OWN", "UNITS", "Claimant", "recompute", "share_level", "water_fill", "whole_units"]
+
 OWN = ""  # the slot of a queue's own jobs among its children (sorts before any queue id)
-# Shares are whole units: GPU devices (KAI), millicores, MB; internal units per resource.
-UNITS = (float(GPU_SCALE), 1.0, 1.0)
-
-
-@dataclass(slots=True)
-class Claimant:
-    """One participant at a level of the tree: a child queue, or the parent's own jobs."""
-
-    ident: str
-    quota: float  # deserved, UNLIMITED allowed
-    cap: float  # demand capped by limit
-    weight: float
-    priority: int
-    rank: int = 0  # configuration order: the tie-break of whole-unit rounding, then ident
-    given: float = 0.0
-
-
-def water_fill(amount: float, claimants: list[Claimant], weights: list[float]) -> float:
-    """Shares `amount` in proportion to weights, never past a claimant's cap; returns what is used."""
-    active = [
-        (c.cap - c.given) / w if w > 0 else float("inf")
-        for c, w in zip(claimants, weights, strict=True)
-    ]
-    order = sorted(range(len(claimants)), key=lambda i: (active[i], claimants[i].ident))
-    total_weight = sum(weights[i] for i in order)
-    used = 0.0
-    left = amount
-    for position, index in enumerate(order):
-        if total_weight <= 0 or left <= 1e-9:
-            break
-        claimant = claimants[index]
-        want = claimant.cap - claimant.given
-        level = left / total_weight
-        if want <= weights[index] * level:
-            share = want
-        else:
-            # Everyone from here on is capped above the current level: give each its weight's part.
-            for rest in order[position:]:
-                part = weights[rest] * level
-                claimants[rest].given += part
-                used += part
-            return used
-        claimant.given += share
-        used += share
-        left -= share
-        total_weight -= weights[index]
-    return used
-
-
-def whole_units(claimants: list[Claimant], unit: float) -> None:
-    """Rounds the shares to whole units by largest remainder, as KAI does for GPUs: each
-    claimant keeps the floor of its share, and the units left over (what the exact shares add
-    up to, rounded up) go one at a time to the largest remainders; ties go to the claimant
-    configured first, then by id. E.g. 3.4 and 7.6 of 11 give 3 and 8."""
-    total = sum(c.given for c in claimants) / unit
-    units = math.ceil(total - 1e-6)
-    floors = [math.floor(c.given / unit + 1e-6) for c in claimants]
-    left = units - sum(floors)
-    order = sorted(
-        range(len(claimants)),
-        key=lambda i: (
-            -round(claimants[i].given / unit - floors[i], 6),
-            claimants[i].rank,
-            claimants[i].ident,
-        ),
-    )
-    for index in order[: max(left, 0)]:
-        floors[index] += 1
-    for claimant, count in zip(claimants, floors, strict=True):
-        claimant.given = count * unit
-
-
-def share_level(amount: float, claimants: list[Claimant], unit: float = 0.0) -> None:
-    """Deserved quota first, then spare by over-quota priority (higher first) and weight;
-    with a `unit`, the results are then whole units (whole_units)."""
-    _share_exact(amount, claimants)
-    if unit > 0 and claimants:
-        whole_units(claimants, unit)
-
-
-def _share_exact(amount: float, claimants: list[Claimant]) -> None:
-    deserved = [c.cap if c.quota == UNLIMITED else min(c.quota, c.cap) for c in claimants]
-    if sum(deserved) <= amount:
-        for claimant, want in zip(claimants, deserved, strict=True):
-            claimant.given = want
-    else:
-        capped = [
-            Claimant(c.ident, c.quota, want, c.weight, c.priority, c.rank)
-            for c, want in zip(claimants, deserved, strict=True)
-        ]
-        water_fill(amount, capped, [max(want, 1e-9) for want in deserved])
-        for claimant, result in zip(claimants, capped, strict=True):
-            claimant.given = result.given
-    spare = amount - sum(c.given for c in claimants)
-    for priority in sorted({c.priority for c in claimants}, reverse=True):
-        if spare <= 1e-9:
-            return
-        wanting = [c for c in claimants if c.priority == priority and c.cap - c.given > 1e-9]
-        weighted = [c for c in wanting if c.weight > 0]
-        if weighted:
-            spare -= water_fill(spare, weighted, [c.weight for c in weighted])
-    # Weight 0 means no share of spare capacity while others want it; what nobody else wants
-    # is shared equally among them.
-    idle = [c for c in claimants if c.weight == 0 and c.cap - c.given > 1e-9]
-    if idle and spare > 1e-9:
-        water_fill(spare, idle, [1.0] * len(idle))
+Share = tuple[float, float, float]
+Inputs = tuple[Share, Share, Share]  # one claimant's caps, quotas and weights
 
 
 def recompute(state: State, full: bool = False) -> None:
@@ -126,25 +30,23 @@ def recompute(state: State, full: bool = False) -> None:
     and their ancestors are re-aggregated, and a level is re-shared only where its inputs may
     have changed: a subtree whose share from above is unchanged and in which nothing changed
     keeps every result, since the results are a deterministic function of exactly those
-    inputs. The outcome is therefore identical to a full walk (`full=True`).
+    inputs. A level last served in full (state.fair_share_levels) whose amount and claimants
+    are the same re-checks only its changed claimants: when it is still served in full, the
+    others keep their shares (their caps). The outcome is identical to a full walk (`full=True`).
     """
     full = full or state.fair_share_full
     touched = set(state.queues) if full else _with_ancestors(state, state.fair_share_dirty)
     for queue_id in _deepest_first(state, touched):
         _aggregate(state, state.queues[queue_id])
+    if full:
+        state.fair_share_levels.clear()
     capacity = state.capacity.as_tuple()
-    top = state.top_level_queues()
-    shares: list[list[float]] = [[0.0, 0.0, 0.0] for _ in top]
-    rank = {queue_id: position for position, queue_id in enumerate(state.queues)}
-    for r in range(3):
-        claimants = [_claimant(state.queues[q], r, rank[q]) for q in top]
-        share_level(float(capacity[r]), claimants, UNITS[r])
-        for i, claimant in enumerate(claimants):
-            shares[i][r] = claimant.given
-    work = [(q, (s[0], s[1], s[2])) for q, s in zip(top, shares, strict=True)]
+    amount = (float(capacity[0]), float(capacity[1]), float(capacity[2]))
+    ranks = _Ranks(state)
+    _, work = _share(state, None, amount, state.top_level_queues(), touched, ranks)
     while work:
         queue_id, share = work.pop()
-        work.extend(_descend(state, queue_id, share, touched, rank))
+        work.extend(_descend(state, queue_id, share, touched, ranks))
     state.fair_share_dirty.clear()
     state.fair_share_full = False
     state.fair_share_stale = False
@@ -203,30 +105,132 @@ def _own_claimant(queue: Queue, r: int, own_quota: int) -> Claimant:
 def _descend(
     state: State,
     queue_id: str,
-    share: tuple[float, float, float],
+    share: Share,
     touched: set[str],
-    rank: dict[str, int],
-) -> list[tuple[str, tuple[float, float, float]]]:
-    """Sets one queue's shares; returns its children with theirs, or nothing when unchanged."""
+    ranks: _Ranks,
+) -> list[tuple[str, Share]]:
+    """Sets one queue's shares; returns its children whose shares may have changed, with
+    theirs, or nothing when unchanged."""
     queue = state.queues[queue_id]
     if queue_id not in touched and queue.fair_share == share:
         return []
     queue.fair_share = share
     if not queue.children:
         queue.own_fair_share = share
+        state.fair_share_levels.pop(queue_id, None)
         return []
-    children = [state.queues[c] for c in queue.children]
-    own_quota = queue.quota.own_quota([c.quota for c in children])
-    child_shares: list[list[float]] = [[0.0, 0.0, 0.0] for _ in children]
-    own = [0.0, 0.0, 0.0]
+    own, children = _share(state, queue, share, list(queue.children), touched, ranks)
+    assert own is not None
+    queue.own_fair_share = own
+    return children
+
+
+class _Ranks:
+    """Configuration order of the queues, built only when a level needs the full sharing."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._rank: dict[str, int] | None = None
+
+    def __getitem__(self, queue_id: str) -> int:
+        if self._rank is None:
+            self._rank = {q: position for position, q in enumerate(self._state.queues)}
+        return self._rank[queue_id]
+
+
+def _share(
+    state: State,
+    parent: Queue | None,
+    amount: Share,
+    child_ids: list[str],
+    touched: set[str],
+    ranks: _Ranks,
+) -> tuple[Share | None, list[tuple[str, Share]]]:
+    """Shares `amount` among the top-level queues (no parent) or a parent's own jobs and its
+    children. Returns the parent's own share and the children's shares: all of them, or only
+    the changed ones when the level is still served in full (the others keep theirs)."""
+    key = None if parent is None else parent.id
+    ids = tuple(child_ids) if parent is None else (OWN, *child_ids)
+    own_quota = (
+        None
+        if parent is None
+        else parent.quota.own_quota([state.queues[c].quota for c in child_ids])
+    )
+    memo = state.fair_share_levels.get(key)
+    if memo is not None and memo.amount == amount and memo.ids == ids:
+        changed = [q for q in sorted(touched) if state.queues[q].parent == key]
+        inputs = {q: _inputs(state.queues[q]) for q in changed}
+        if parent is not None and own_quota is not None:
+            inputs[OWN] = _own_inputs(parent, own_quota)
+        if _still_served(memo, inputs):
+            own = inputs[OWN][0] if parent is not None else None
+            return own, [(q, inputs[q][0]) for q in changed]
+    everyone = [_inputs(state.queues[q]) for q in child_ids]
+    if parent is not None and own_quota is not None:
+        everyone.insert(0, _own_inputs(parent, own_quota))
+    columns: list[list[float]] = []
+    served = True
     for r in range(3):
-        claimants = [_own_claimant(queue, r, own_quota[r])]
-        claimants += [_claimant(c, r, rank[c.id]) for c in children]
-        share_level(share[r], claimants, UNITS[r])
-        own[r] = claimants[0].given
-        for i, claimant in enumerate(claimants[1:]):
-            child_shares[i][r] = claimant.given
-    queue.own_fair_share = (own[0], own[1], own[2])
-    return [
-        (child.id, (cs[0], cs[1], cs[2])) for child, cs in zip(children, child_shares, strict=True)
-    ]
+        caps = [i[0][r] for i in everyone]
+        if served_in_full(
+            amount[r], UNITS[r], caps, [i[1][r] for i in everyone], [i[2][r] for i in everyone]
+        ):
+            columns.append(caps)
+            continue
+        served = False
+        claimants = (
+            [] if parent is None or own_quota is None else [_own_claimant(parent, r, own_quota[r])]
+        )
+        claimants += [_claimant(state.queues[q], r, ranks[q]) for q in child_ids]
+        share_level(amount[r], claimants, UNITS[r])
+        columns.append([c.given for c in claimants])
+    shares = [(a, b, c) for a, b, c in zip(*columns, strict=True)]
+    if served:
+        state.fair_share_levels[key] = LevelMemo(
+            amount,
+            ids,
+            {ident: share for ident, share in zip(ids, shares, strict=True)},
+            [sum(int(s[r]) for s in shares) for r in range(3)],
+        )
+    else:
+        state.fair_share_levels.pop(key, None)
+    if parent is None:
+        return None, list(zip(child_ids, shares, strict=True))
+    return shares[0], list(zip(child_ids, shares[1:], strict=True))
+
+
+def _inputs(queue: Queue) -> Inputs:
+    quota = queue.quota
+    return (
+        queue.capped_demand,
+        (float(quota.quota[0]), float(quota.quota[1]), float(quota.quota[2])),
+        quota.weight,
+    )
+
+
+def _own_inputs(parent: Queue, own_quota: tuple[int, int, int]) -> Inputs:
+    demand = parent.demand.as_tuple()
+    weights = [1.0 if q in (0, UNLIMITED) else float(q) for q in own_quota]
+    return (
+        (float(demand[0]), float(demand[1]), float(demand[2])),
+        (float(own_quota[0]), float(own_quota[1]), float(own_quota[2])),
+        (weights[0], weights[1], weights[2]),
+    )
+
+
+def _still_served(memo: LevelMemo, inputs: dict[str, Inputs]) -> bool:
+    """Whether the level, last served in full, still is with the changed claimants' new
+    inputs (the others' are unchanged); if so, the memo takes the new caps."""
+    totals = list(memo.totals)
+    for ident, (caps, quotas, weights) in inputs.items():
+        old = memo.caps[ident]
+        for r in range(3):
+            if not served_alone(UNITS[r], caps[r], quotas[r], weights[r]):
+                return False
+            totals[r] += int(caps[r]) - int(old[r])
+    if any(totals[r] > memo.amount[r] for r in range(3)):
+        return False
+    memo.totals = totals
+    for ident, (caps, _, _) in inputs.items():
+        memo.caps[ident] = caps
+    return True

@@ -23,6 +23,7 @@ from domain.entities import (
     place_on_devices,
 )
 from domain.events import ClusterConfigured
+from domain.fairshare_level import LevelMemo
 from domain.indexes import NodeIndex, PendingIndex
 from domain.queues import Queue
 from domain.resources import ZERO, Resources
@@ -60,6 +61,9 @@ class State:
     # recompute (their ancestors are implied); `fair_share_full` asks for a walk of every queue.
     fair_share_dirty: set[str] = field(default_factory=set)
     fair_share_full: bool = True
+    # Levels of the tree last served in full, by parent (None: the top level): derived by
+    # domain.fairshare, never written to a snapshot (a restored state shares every level anew).
+    fair_share_levels: dict[str | None, LevelMemo] = field(default_factory=dict)
     timers: list[tuple[int, str, str]] = field(default_factory=list)  # (due ts, kind, id) heap
     timer_set: set[tuple[int, str, str]] = field(default_factory=set)  # what `timers` holds
     freed: int = 0  # bumped whenever some node's free capacity may have grown (no-room memo)

@@ -27,6 +27,11 @@ class Allocate:
         state = cycle.state
         statement = cycle.statement
         heap: list[tuple[QueueKey, str]] = []
+        # The statement's epoch when each queue's entry in the heap was keyed: a key reads
+        # only allocations and fair shares, and every change to allocations bumps the epoch
+        # (fair shares do not change within the action), so an entry keyed at the current
+        # epoch is fresh without computing it again.
+        keyed_at: dict[str, int] = {}
         for queue_id in sorted(state.queues):
             queue = state.queues[queue_id]
             if queue.stopped_by is not None or queue.stopped_policy is not None:
@@ -34,16 +39,19 @@ class Allocate:
                 statement.set(queue, "stopped_policy", None)
             if len(queue.pending):
                 heap.append((queue_key(cycle.state, queue_id), queue_id))
+                keyed_at[queue_id] = statement.epoch
         heapq.heapify(heap)
         cursors: dict[str, Iterator[Job]] = {}
         while heap:
             key, queue_id = heapq.heappop(heap)
-            fresh = queue_key(cycle.state, queue_id)
-            if fresh != key:
-                # Keys only grow within a cycle (allocations only add), so a stale entry is
-                # re-filed and the true minimum surfaces.
-                heapq.heappush(heap, (fresh, queue_id))
-                continue
+            if keyed_at[queue_id] != statement.epoch:
+                fresh = queue_key(cycle.state, queue_id)
+                if fresh != key:
+                    # Keys only grow within a cycle (allocations only add), so a stale entry
+                    # is re-filed and the true minimum surfaces.
+                    heapq.heappush(heap, (fresh, queue_id))
+                    keyed_at[queue_id] = statement.epoch
+                    continue
             queue = state.queues[queue_id]
             cursor = cursors.get(queue_id)
             if cursor is None:
@@ -53,6 +61,7 @@ class Allocate:
                 step = self._serve(cycle, queue, job)
                 if step is _Next.REQUEUE:
                     heapq.heappush(heap, (queue_key(cycle.state, queue_id), queue_id))
+                    keyed_at[queue_id] = statement.epoch
                 if step is not _Next.CONTINUE:
                     break
         # Placed jobs leave the pending lists only now: the cursors above walk those lists.
