@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from domain.decider import initial_state
-from domain.liveness import next_due_ts
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.batch import BatchOutcome, SchedulerFenced
@@ -208,7 +207,7 @@ class Scheduler(Recovery, BatchTransactions):
 
     def _next_due(self) -> int | None:
         """When the core next has something due that no journal record has yet reached."""
-        due = next_due_ts(self.state)
+        due = self._core_due()
         # A due time the journal has passed was acted on by that record's cycle already.
         if due is not None and due <= self.state.ts:
             due = None

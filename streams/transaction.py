@@ -24,6 +24,7 @@ from domain.codec import encode_journaled
 from domain.decider import apply, close_group
 from domain.events import Event, NodeHeartbeat, NodesAlive, Tick
 from domain.limits import REASON_CHARS_MAX, clip
+from domain.liveness import next_due_ts
 from domain.plugins import Plugins
 from domain.state import State
 from streams.batch import (
@@ -82,6 +83,7 @@ class BatchTransactions:
     _producer: AIOKafkaProducer | None
     _team_topics: dict[str, tuple[str, str]]
     _last_commit_ms: int
+    _due: tuple[State, int, int | None] | None = None  # the state, its seq, its next_due_ts
 
     if TYPE_CHECKING:  # provided by the scheduler and by Recovery
 
@@ -154,13 +156,13 @@ class BatchTransactions:
         pending = Pending()
         journal = Outbox(producer, self.topics.journal, pending)
         alive: list[NodesAlive] = []
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         cycle_s = 0.0
         try:
             async with producer.transaction():
                 # Nodes heard since their last journaled heartbeat go first, when the core
                 # would otherwise find one of them silent in this batch's cycle.
-                alive = self.liveness.due(self.state, ts)
+                alive = self.liveness.due(self.state, ts, self._core_due())
                 for event in alive:
                     await self._journal(journal, event, ts)
                     outcome.journaled += 1
@@ -174,6 +176,8 @@ class BatchTransactions:
                     self.state, commands = close_group(self.state, self.plugins)
                 except Exception as exc:
                     raise CycleFailure(exc) from exc
+                finally:
+                    self._due = None  # the cycle may have set or cleared timers
                 cycle_s = time.perf_counter() - cycle_started
                 await journal.flush()
                 sent = Outbox(producer, self.topics.commands, pending)
@@ -184,6 +188,7 @@ class BatchTransactions:
                 offsets = next_offsets(inputs)
                 if offsets:
                     await producer.send_offsets_to_transaction(offsets, self.group_id)
+                self.snapshots.worked(time.process_time() - cpu_started)
                 if outcome.journaled and self.snapshots.due(self.state.seq, self.clock()):
                     await self._snapshot(journal)
                 await asyncio.gather(*pending.futures)
@@ -234,6 +239,14 @@ class BatchTransactions:
             outcome.commands,
         )
         return outcome
+
+    def _core_due(self) -> int | None:
+        """`next_due_ts` of the state (it reads every node), computed once per state version:
+        anything that changes the state changes its object or its seq, or closes a group."""
+        state = self.state
+        if self._due is None or self._due[0] is not state or self._due[1] != state.seq:
+            self._due = (state, state.seq, next_due_ts(state))
+        return self._due[2]
 
     async def _restart_producer(self) -> None:
         old = self._producer
