@@ -193,7 +193,22 @@ def _fast_journal(raw: bytes | str) -> JournalRecord | None:
         )
     except (ValidationError, ValueError):
         return None
-    return JournalRecord.model_construct(seq=int(tail[1]), ts=int(tail[2]), event=event)
+    return _journal_record(int(tail[1]), int(tail[2]), event)
+
+
+def _journal_record(seq: int, ts: int, event: Event) -> JournalRecord:
+    """`JournalRecord.model_construct(seq=, ts=, event=)` without its Python overhead (6 us a
+    record, more than validating the event's JSON): the fields are already validated."""
+    record = _new(JournalRecord)
+    _set(record, "__dict__", {"seq": seq, "ts": ts, "event": event})
+    _set(record, "__pydantic_fields_set__", {"seq", "ts", "event"})
+    _set(record, "__pydantic_extra__", None)
+    _set(record, "__pydantic_private__", None)
+    return record
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 def _upcast(data: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +232,7 @@ def decode_journal(raw: bytes | str) -> JournalRecord:
         raise DecodeError("journal record without integer seq and ts")
     # The event is validated once, by its own type; validating the record again would only
     # re-check the event against the union (measured: 10.1 -> 9.7 us a record).
-    return JournalRecord.model_construct(seq=seq, ts=ts, event=_validate(data, None))
+    return _journal_record(seq, ts, _validate(data, None))
 
 
 def event_to_wire(event: Event) -> dict[str, Any]:
