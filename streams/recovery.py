@@ -49,6 +49,7 @@ class Recovery:
     warm: WarmStart | None
     _partitions: list[TopicPartition]
     _needs_recovery: bool
+    _deferred: dict[TopicPartition, OffsetAndMetadata]
     _last_commit_ms: int
 
     if TYPE_CHECKING:  # provided by the scheduler and by BatchTransactions
@@ -88,6 +89,7 @@ class Recovery:
 
     async def _seek_committed(self) -> None:
         consumer = self._require_consumer()
+        self._deferred.clear()  # read again from the committed offsets
         for tp in self._partitions:
             offset = await consumer.committed(tp)
             if offset is None:

@@ -24,6 +24,7 @@ from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.batch import BatchOutcome, SchedulerFenced
 from streams.kafka_io import (
+    SCHEDULER_FETCH_MIN_BYTES,
     SCHEDULER_FETCH_WAIT_MS,
     Topics,
     TopicSettings,
@@ -107,7 +108,8 @@ class Scheduler(Recovery, BatchTransactions):
         # Heartbeats heard but not journaled (they changed nothing but time); see
         # streams/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
         self.liveness = LivenessTracker()
-        self._last_commit_ms = 0  # clock of the last committed transaction
+        self._last_commit_ms = 0  # clock of the last transaction that reached the broker
+        self._deferred = {}  # offsets of inputs that wrote nothing, not yet committed
         self.monitor = monitor  # metrics and liveness (streams/metrics.py); None: not observed
         if monitor is not None:
             monitor.attach(self)
@@ -125,7 +127,10 @@ class Scheduler(Recovery, BatchTransactions):
         self._producer = transactional_producer(self.bootstrap, self.transactional_id)
         await self._producer.start()
         self._consumer = read_committed_consumer(
-            self.bootstrap, self.group_id, fetch_max_wait_ms=SCHEDULER_FETCH_WAIT_MS
+            self.bootstrap,
+            self.group_id,
+            fetch_max_wait_ms=SCHEDULER_FETCH_WAIT_MS,
+            fetch_min_bytes=SCHEDULER_FETCH_MIN_BYTES,
         )
         await self._consumer.start()
         # Manual assignment: one scheduler per cluster, fenced by its transactional id, so a

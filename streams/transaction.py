@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
-from aiokafka import AIOKafkaProducer, ConsumerRecord
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import ProducerFenced
+from aiokafka.structs import OffsetAndMetadata
 
 from domain.codec import encode_journaled
 from domain.decider import apply, close_group
@@ -84,6 +85,7 @@ class BatchTransactions:
     _team_topics: dict[str, tuple[str, str]]
     _last_commit_ms: int
     _due: tuple[State, int, int | None] | None = None  # the state, its seq, its next_due_ts
+    _deferred: dict[TopicPartition, OffsetAndMetadata]  # read, not yet committed (writing nothing)
 
     if TYPE_CHECKING:  # provided by the scheduler and by Recovery
 
@@ -172,12 +174,14 @@ class BatchTransactions:
                     await self._journal(journal, Tick(), ts)
                     outcome.journaled += 1
                 cycle_started = time.perf_counter()
+                cycled = self.state.group_open
                 try:
                     self.state, commands = close_group(self.state, self.plugins)
                 except Exception as exc:
                     raise CycleFailure(exc) from exc
                 finally:
-                    self._due = None  # the cycle may have set or cleared timers
+                    if cycled:
+                        self._due = None  # the cycle may have set or cleared timers
                 cycle_s = time.perf_counter() - cycle_started
                 await journal.flush()
                 sent = Outbox(producer, self.topics.commands, pending)
@@ -185,12 +189,13 @@ class BatchTransactions:
                     await sent.append(command_bytes_or_fail(command), command.node.encode())
                 await sent.flush()
                 outcome.commands = len(commands)
-                offsets = next_offsets(inputs)
-                if offsets:
-                    await producer.send_offsets_to_transaction(offsets, self.group_id)
                 self.snapshots.worked(time.process_time() - cpu_started)
                 if outcome.journaled and self.snapshots.due(self.state.seq, self.clock()):
                     await self._snapshot(journal)
+                wrote = bool(outcome.journaled or outcome.rejected or commands or tick)
+                offsets = self._offsets_to_commit(inputs, wrote)
+                if offsets:
+                    await producer.send_offsets_to_transaction(offsets, self.group_id)
                 await asyncio.gather(*pending.futures)
         except (CoreFailure, CycleFailure):
             raise
@@ -215,7 +220,10 @@ class BatchTransactions:
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
         self.committed_seq = self.state.seq
-        self._last_commit_ms = self.clock()
+        if offsets or wrote:  # otherwise nothing reached the broker: the epoch is unconfirmed
+            self._last_commit_ms = self.clock()
+        if offsets:
+            self._deferred.clear()
         self.liveness.committed(self.state, alive)
         self.snapshots.committed(self.clock())
         outcome.last_seq = self.state.seq
@@ -239,6 +247,26 @@ class BatchTransactions:
             outcome.commands,
         )
         return outcome
+
+    def _offsets_to_commit(
+        self, inputs: Sequence[Record], wrote: bool
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The offsets this transaction commits: those of its inputs and of earlier batches
+        that wrote nothing, or none when this one writes nothing either and the last commit
+        is younger than tick_ms.
+
+        A batch of heartbeats that change nothing the core sees writes no record, so a
+        transaction of its own would only move the offsets past them (three requests to the
+        broker). Deferring that to the next transaction that writes, or to tick_ms, loses
+        nothing: re-read after a restart, such heartbeats are noted again, as if read late.
+        A commit at least every tick_ms keeps a fenced scheduler finding out that soon."""
+        for tp, offset in next_offsets(inputs).items():
+            known = self._deferred.get(tp)
+            if known is None or known.offset < offset.offset:
+                self._deferred[tp] = offset
+        if not wrote and self.clock() - self._last_commit_ms < self.state.cluster.tick_ms:
+            return {}
+        return dict(self._deferred)
 
     def _core_due(self) -> int | None:
         """`next_due_ts` of the state (it reads every node), computed once per state version:
