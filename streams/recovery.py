@@ -114,6 +114,7 @@ class Recovery:
         try:
             async with producer.transaction():
                 await producer.send_offsets_to_transaction(offsets, self.group_id)
+            self._deferred.clear()  # the positions cover every deferred offset
         except ProducerFenced as exc:
             raise SchedulerFenced(str(exc)) from exc
         except Exception as exc:
