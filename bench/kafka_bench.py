@@ -5,8 +5,10 @@ runs against a real broker. This process is the load: N simulated node agents he
 every --heartbeat-s (spread evenly) and answer each Dispatch with JobStarted then JobFinished
 at once; a producer submits one-GPU jobs at a steady rate. It prints, per rate, the submit ->
 Dispatch latency (p50, p99, max: from just before the submit is sent to the Dispatch read
-back), the scheduler's CPU per input (its user+system time over the inputs it read), journal
-records per job, and for an idle phase (heartbeats only) journal records per node-hour.
+back), the scheduler's CPU per input (its user+system time over the inputs it read, and the
+system share of it), journal records per job, the load generator's own CPU (share of a core:
+above ~80% it, not the scheduler, limits the rate), and for an idle phase (heartbeats only)
+journal records per node-hour. --profile runs the scheduler under cProfile.
 
     .venv/bin/python bench/kafka_bench.py                         # 1,000 nodes, 500 jobs/s
     .venv/bin/python bench/kafka_bench.py --rates 500 1000 2000 3000 --seconds 20
@@ -48,8 +50,14 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process (Linux /proc)."""
+    user, system = cpu_split(pid)
+    return user + system
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
 def pct(values: list[float], q: float) -> float:
@@ -177,6 +185,8 @@ async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
     log_path = logs / "scheduler.log"
     with log_path.open("wb") as log_file:
         command = [sys.executable, "-m", "streams.sequencer", "--bootstrap", bootstrap]
+        if args.profile:  # cProfile writes its statistics when the scheduler exits on SIGTERM
+            command[1:1] = ["-m", "cProfile", "-o", str(Path(args.profile).resolve())]
         command += ["--cluster", cluster, "--topic-prefix", topics.prefix, "--log-level", "WARNING"]
         scheduler = subprocess.Popen(
             command,
@@ -225,12 +235,15 @@ async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
         # -- load ------------------------------------------------------------------------------
         print(
             f"{'jobs/s':>7} {'jobs':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-            f"{'CPU us/input':>13} {'journal/job':>12} {'missing':>8}"
+            f"{'CPU us/input':>13} {'of it sys':>10} {'journal/job':>12} {'missing':>8} "
+            f"{'load gen CPU':>13}"
         )
         best = None
         for rate in args.rates:
             start_len = await journal_length(bootstrap, topics, cluster)
             inputs0, cpu0 = load.inputs, cpu_s(scheduler.pid)
+            sys0 = cpu_split(scheduler.pid)[1]
+            load_cpu0, wall0 = time.process_time(), time.perf_counter()
             jobs = await load.submit(rate, args.seconds, f"r{rate}")
 
             async def dispatched(jobs: list[str] = jobs) -> bool:
@@ -239,6 +252,8 @@ async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
             await wait_until(dispatched, 60)
             await asyncio.sleep(1)  # the last reports reach the journal
             cpu = cpu_s(scheduler.pid) - cpu0
+            system = cpu_split(scheduler.pid)[1] - sys0
+            load_cpu = (time.process_time() - load_cpu0) / (time.perf_counter() - wall0)
             inputs = load.inputs - inputs0
             end_len = await journal_length(bootstrap, topics, cluster)
             lat = [load.latency[j] * 1000 for j in jobs if j in load.latency]
@@ -247,7 +262,9 @@ async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
             print(
                 f"{rate:>7,} {len(jobs):>7,} {pct(lat, 0.5):>8.1f} {p99:>8.1f} "
                 f"{max(lat, default=float('nan')):>8.1f} {cpu / max(1, inputs) * 1e6:>13.0f} "
-                f"{(end_len - start_len) / max(1, len(jobs)):>12.2f} {missing:>8}"
+                f"{system / max(1e-9, cpu) * 100:>9.0f}% "
+                f"{(end_len - start_len) / max(1, len(jobs)):>12.2f} {missing:>8} "
+                f"{load_cpu * 100:>12.0f}%"
             )
             if missing == 0 and p99 < 1000:
                 best = rate
@@ -277,6 +294,9 @@ def main() -> int:
     parser.add_argument("--settle-s", type=float, default=35, help="wait before the idle phase")
     parser.add_argument("--scheduler-root", help="run the scheduler from this source tree")
     parser.add_argument("--logs", type=Path, help="keep the scheduler's log here")
+    parser.add_argument(
+        "--profile", help="run the scheduler under cProfile, statistics to this file"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp:
         logs = args.logs or Path(tmp)

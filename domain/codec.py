@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Union
 
 import orjson
-from pydantic import ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from domain.commands import Command
 from domain.events import (
@@ -122,6 +123,9 @@ def _validate(data: dict[str, Any], allowed: tuple[type[Strict], ...] | None) ->
 def decode_ingress(topic: str, raw: bytes | str) -> Event:
     """Decodes a producer's or agent's event from an ingress topic; raises DecodeError."""
     check_size(raw, INPUT_BYTES_MAX, "input")
+    fast = _fast_ingress(topic, raw)
+    if fast is not None:
+        return fast
     data = _load_object(raw)
     for stamped in ("seq", "ts"):
         if stamped in data:
@@ -150,6 +154,63 @@ def decode_timed(raw: bytes | str) -> tuple[int, Event]:
         raise DecodeError(str(exc), ts) from None
 
 
+def _union_adapter(types: tuple[type[Strict], ...]) -> TypeAdapter[Event]:
+    """One validator for these event types, chosen by `type`, that parses JSON itself."""
+    union: Any = Union[types]  # noqa: UP007 (a union built from a tuple of classes)
+    return TypeAdapter(Annotated[union, Field(discriminator="type")])
+
+
+# The fast path: pydantic-core parses and validates the bytes in one pass. It is taken only
+# when it succeeds; anything it refuses goes through orjson and the event type's own
+# validation, so every refusal keeps the reasons quotaflow.rejected documents. A property
+# test (tests/domain/test_codec_fast_path.py) holds both paths to the same events.
+_INGRESS_ADAPTERS = {topic: _union_adapter(types) for topic, types in INGRESS_TYPES.items()}
+_EVENT_ADAPTER = _union_adapter(tuple(EVENT_TYPES.values()))
+# A journal record as encode_journal writes it: the event's fields, then seq and ts last.
+_JOURNAL_TAIL = re.compile(rb',"seq":(0|[1-9][0-9]{0,17}),"ts":(0|[1-9][0-9]{0,17})\}$')
+
+
+def _fast_ingress(topic: str, raw: bytes | str) -> Event | None:
+    adapter = _INGRESS_ADAPTERS.get(topic)
+    if adapter is None:
+        return None
+    try:
+        return adapter.validate_json(raw, context=validation_context())
+    except (ValidationError, ValueError):
+        return None
+
+
+def _fast_journal(raw: bytes | str) -> JournalRecord | None:
+    if not isinstance(raw, bytes):
+        return None
+    raw = raw.rstrip(b"\r\n")
+    tail = _JOURNAL_TAIL.search(raw, max(0, len(raw) - 48))
+    if tail is None:
+        return None
+    try:
+        event = _EVENT_ADAPTER.validate_json(
+            raw[: tail.start()] + b"}", context=validation_context()
+        )
+    except (ValidationError, ValueError):
+        return None
+    return _journal_record(int(tail[1]), int(tail[2]), event)
+
+
+def _journal_record(seq: int, ts: int, event: Event) -> JournalRecord:
+    """`JournalRecord.model_construct(seq=, ts=, event=)` without its Python overhead (6 us a
+    record, more than validating the event's JSON): the fields are already validated."""
+    record = _new(JournalRecord)
+    _set(record, "__dict__", {"seq": seq, "ts": ts, "event": event})
+    _set(record, "__pydantic_fields_set__", {"seq", "ts", "event"})
+    _set(record, "__pydantic_extra__", None)
+    _set(record, "__pydantic_private__", None)
+    return record
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
 def _upcast(data: dict[str, Any]) -> dict[str, Any]:
     version = data.pop("version", CURRENT_VERSION)
     kind = str(data.get("type"))
@@ -161,6 +222,9 @@ def _upcast(data: dict[str, Any]) -> dict[str, Any]:
 
 def decode_journal(raw: bytes | str) -> JournalRecord:
     """Decodes a journal record, upcasting older versions first."""
+    fast = _fast_journal(raw)
+    if fast is not None:
+        return fast
     data = _upcast(_load_object(raw))
     seq = data.pop("seq", None)
     ts = data.pop("ts", None)
@@ -168,7 +232,7 @@ def decode_journal(raw: bytes | str) -> JournalRecord:
         raise DecodeError("journal record without integer seq and ts")
     # The event is validated once, by its own type; validating the record again would only
     # re-check the event against the union (measured: 10.1 -> 9.7 us a record).
-    return JournalRecord.model_construct(seq=seq, ts=ts, event=_validate(data, None))
+    return _journal_record(seq, ts, _validate(data, None))
 
 
 def event_to_wire(event: Event) -> dict[str, Any]:
@@ -177,9 +241,14 @@ def event_to_wire(event: Event) -> dict[str, Any]:
 
 
 def encode_journal(record: JournalRecord) -> bytes:
-    body = event_to_wire(record.event)
-    body["seq"] = record.seq
-    body["ts"] = record.ts
+    return encode_journaled(record.event, record.seq, record.ts)
+
+
+def encode_journaled(event: Event, seq: int, ts: int) -> bytes:
+    """The journal record of `event` at `seq` and `ts`, without building a JournalRecord."""
+    body = event_to_wire(event)
+    body["seq"] = seq
+    body["ts"] = ts
     return orjson.dumps(body)
 
 

@@ -43,13 +43,15 @@ class LivenessTracker:
         """When the tracker must journal what it heard even if the core has nothing due."""
         return self._refresh_at if self.heard else None
 
-    def due(self, state: State, ts: int) -> list[NodesAlive]:
+    def due(self, state: State, ts: int, core_due: int | None = None) -> list[NodesAlive]:
         """The records to journal at the head of a batch at `ts` (none when not due). The
         tracker keeps them until `committed` says the journal has them, so an aborted
-        transaction loses no heartbeat."""
+        transaction loses no heartbeat. `core_due` is `next_due_ts(state)` when the caller
+        has it already."""
         if not self.heard:
             return []
-        core_due = next_due_ts(state)
+        if core_due is None:
+            core_due = next_due_ts(state)
         refresh = self.refresh_at()
         if (core_due is None or core_due > ts) and (refresh is None or refresh > ts):
             return []

@@ -19,9 +19,9 @@ from aiokafka.errors import (
     RecordTooLargeError,
 )
 
-from domain.codec import encode_command, encode_journal
+from domain.codec import encode_command, encode_journaled
 from domain.commands import NodeCommand, Rejected
-from domain.events import JournalRecord
+from domain.events import Event
 from domain.limits import REASON_CHARS_MAX, RECORD_BYTES_MAX, REJECTED_INPUT_CHARS_MAX, clip
 from streams.kafka_io import dumps
 
@@ -52,10 +52,11 @@ def _checked(raw: bytes, what: str) -> tuple[bytes, str | None]:
     return raw, None
 
 
-def journal_bytes(record: JournalRecord) -> tuple[bytes, str | None]:
-    """The journal record's bytes, or the reason it cannot be written."""
+def journal_bytes(event: Event, seq: int, ts: int) -> tuple[bytes, str | None]:
+    """The bytes of the journal record of `event` at `seq` and `ts`, or the reason it cannot
+    be written (encoded once, straight from the validated event: no JournalRecord is built)."""
     try:
-        raw = encode_journal(record)
+        raw = encode_journaled(event, seq, ts)
     except Exception as exc:
         return b"", f"journal record cannot be encoded: {clip(str(exc))}"
     return _checked(raw, "journal record")

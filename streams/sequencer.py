@@ -12,43 +12,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import logging
 import signal
 import sys
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.errors import ProducerFenced
-from aiokafka.structs import OffsetAndMetadata
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from domain.codec import DecodeError, decode_ingress, encode_journal
-from domain.decider import accept, apply, close_group, initial_state
-from domain.events import Event, JournalRecord, NodeHeartbeat, NodesAlive, Tick
-from domain.limits import REASON_CHARS_MAX, clip
-from domain.liveness import next_due_ts
+from domain.decider import initial_state
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
-from domain.teams import team_refusal
-from streams.batch import (
-    SKIP,
-    BatchOutcome,
-    CoreFailure,
-    CycleFailure,
-    InputKey,
-    Pending,
-    SchedulerFenced,
-    Unwritable,
-    command_bytes_or_fail,
-    is_fatal,
-    key_of,
-    next_offsets,
-    where,
-    where_key,
-)
+from streams.batch import BatchOutcome, SchedulerFenced
 from streams.kafka_io import (
+    SCHEDULER_FETCH_MIN_BYTES,
     SCHEDULER_FETCH_WAIT_MS,
     Topics,
     TopicSettings,
@@ -61,34 +37,20 @@ from streams.kafka_io import (
 )
 from streams.liveness import LivenessTracker
 from streams.metrics import SchedulerMonitor
-from streams.rebuild import load_state
-from streams.records import (
-    PRODUCER_STATE_ERRORS,
-    RECORD_REFUSALS,
-    describe,
-    journal_bytes,
-    rejection_bytes,
-    source_headers,
-)
-from streams.snapshots import (
-    SNAPSHOT_RECORDS,
-    SNAPSHOT_SECONDS,
-    Manifest,
-    SnapshotWriter,
-)
+from streams.recovery import Recovery
+from streams.snapshots import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, SnapshotWriter
 from streams.standby import WarmStart
 from streams.status import observed
-from streams.topics import JOBS
+from streams.transaction import BatchTransactions
 
 __all__ = ["Scheduler", "SchedulerFenced", "main", "run_scheduler"]
 
 log = logging.getLogger("quotaflow.scheduler")
 
 MAX_BATCH = 500  # inputs per transaction: bounds how much one abort throws away
-REBUILD_TIMEOUT_S = 60
 
 
-class Scheduler:
+class Scheduler(Recovery, BatchTransactions):
     """One cluster's sequencer: owns the journal's next seq and ts and the scheduler's state."""
 
     def __init__(
@@ -143,11 +105,11 @@ class Scheduler:
         # (announce this instance as the active one): streams/leadership.py.
         self.warm = warm
         self.on_started = on_started
-        self._last_journal: asyncio.Future[Any] | None = None  # the open batch's last record
         # Heartbeats heard but not journaled (they changed nothing but time); see
         # streams/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
         self.liveness = LivenessTracker()
-        self._last_commit_ms = 0  # clock of the last committed transaction
+        self._last_commit_ms = 0  # clock of the last transaction that reached the broker
+        self._deferred = {}  # offsets of inputs that wrote nothing, not yet committed
         self.monitor = monitor  # metrics and liveness (streams/metrics.py); None: not observed
         if monitor is not None:
             monitor.attach(self)
@@ -165,7 +127,10 @@ class Scheduler:
         self._producer = transactional_producer(self.bootstrap, self.transactional_id)
         await self._producer.start()
         self._consumer = read_committed_consumer(
-            self.bootstrap, self.group_id, fetch_max_wait_ms=SCHEDULER_FETCH_WAIT_MS
+            self.bootstrap,
+            self.group_id,
+            fetch_max_wait_ms=SCHEDULER_FETCH_WAIT_MS,
+            fetch_min_bytes=SCHEDULER_FETCH_MIN_BYTES,
         )
         await self._consumer.start()
         # Manual assignment: one scheduler per cluster, fenced by its transactional id, so a
@@ -245,31 +210,9 @@ class Scheduler:
             await self._confirm_epoch()
         return outcome
 
-    async def _confirm_epoch(self) -> None:
-        """An idle scheduler journals nothing, so it would not learn that a newer instance took
-        over. A transaction that only commits the consumer's offsets again (no journal record)
-        meets the newer epoch, so a fenced scheduler stops within tick_ms even when idle."""
-        producer, consumer = self._require_producer(), self._require_consumer()
-        offsets = {
-            tp: OffsetAndMetadata(await consumer.position(tp), "") for tp in self._partitions
-        }
-        try:
-            async with producer.transaction():
-                await producer.send_offsets_to_transaction(offsets, self.group_id)
-        except ProducerFenced as exc:
-            raise SchedulerFenced(str(exc)) from exc
-        except Exception as exc:
-            if is_fatal(producer):
-                raise SchedulerFenced(repr(exc)) from exc
-            log.warning("idle epoch check failed (%r); recovering from the journal", exc)
-            if isinstance(exc, PRODUCER_STATE_ERRORS):
-                await self._restart_producer()
-            self._needs_recovery = True
-        self._last_commit_ms = self.clock()
-
     def _next_due(self) -> int | None:
         """When the core next has something due that no journal record has yet reached."""
-        due = next_due_ts(self.state)
+        due = self._core_due()
         # A due time the journal has passed was acted on by that record's cycle already.
         if due is not None and due <= self.state.ts:
             due = None
@@ -277,311 +220,6 @@ class Scheduler:
         if refresh is not None and (due is None or refresh < due):
             return refresh
         return due
-
-    # -- rebuild --------------------------------------------------------------------------
-
-    async def rebuild(self) -> None:
-        """State from the newest valid snapshot plus the journal after it, or the whole journal.
-
-        The commands this emits were produced in the same transactions as the journal
-        records, so they are discarded here.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + REBUILD_TIMEOUT_S
-        while True:
-            state, manifest = await self._load()
-            # Commit markers are written just after a commit returns; until they land the
-            # last stable offset can stop short of our own last batch.
-            if state.seq >= self.committed_seq:
-                break
-            if loop.time() > deadline:
-                raise RuntimeError(
-                    f"journal ends at seq {state.seq} but seq {self.committed_seq} was committed"
-                )
-            await asyncio.sleep(0.1)
-        self.state = state
-        self.committed_seq = state.seq
-        self.snapshots.loaded(manifest, self.clock())
-
-    async def _load(self) -> tuple[State, Manifest | None]:
-        warm, self.warm = self.warm, None
-        return await load_state(
-            self.bootstrap, self.topics, self.cluster, self.plugins, self.load_snapshots, warm=warm
-        )
-
-    async def _seek_committed(self) -> None:
-        consumer = self._require_consumer()
-        for tp in self._partitions:
-            offset = await consumer.committed(tp)
-            if offset is None:
-                await consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, offset)
-
-    async def _recover(self, seek: bool) -> None:
-        """After an aborted transaction: state back to the journal, inputs back to the offsets."""
-        await self.rebuild()
-        if seek:
-            await self._seek_committed()
-
-    # -- sequencing -----------------------------------------------------------------------
-
-    async def _sequence(self, inputs: list[ConsumerRecord[bytes, bytes]]) -> BatchOutcome:
-        """Sequences a batch, isolating any input the core cannot apply."""
-        poisoned: dict[InputKey, str] = {}
-        queue: list[list[ConsumerRecord[bytes, bytes]]] = [inputs]
-        total = BatchOutcome()
-        while queue:
-            batch = queue.pop(0)
-            try:
-                outcome = await self._transact(batch, poisoned)
-            except CoreFailure as failure:
-                log.exception("internal error applying %s; rejecting it", where_key(failure.key))
-                poisoned[failure.key] = f"internal error: {clip(repr(failure.error))}"
-                await self._recover(seek=False)
-                queue.insert(0, batch)
-                continue
-            except CycleFailure as failure:
-                await self._recover(seek=False)
-                live = [r for r in batch if key_of(r) not in poisoned]
-                unwritable = isinstance(failure, Unwritable)
-                if len(live) > 1 or (unwritable and len(batch) > 1):
-                    log.warning("%s; retrying the batch input by input", failure.reason)
-                    queue[:0] = [[record] for record in batch]
-                elif live:
-                    log.error("%s: %s", where(live[0]), failure.reason, exc_info=not unwritable)
-                    poisoned[key_of(live[0])] = failure.reason
-                    queue.insert(0, batch)
-                elif unwritable and poisoned.get(key_of(batch[0])) != SKIP:
-                    # Not even its rejection could be written: let its offset pass alone,
-                    # so the inputs behind it go on.
-                    poisoned[key_of(batch[0])] = SKIP
-                    queue.insert(0, batch)
-                else:
-                    # Unreachable while the core only cycles after an accepted input; if it
-                    # ever happens, read the inputs again rather than drop them.
-                    log.error("cycle failed with no input to blame: %r", failure.error)
-                    await self._recover(seek=True)
-                    break
-                continue
-            if outcome.aborted:
-                break  # the consumer was sought back: these inputs will be read again
-            total.journaled += outcome.journaled
-            total.rejected += outcome.rejected
-            total.heard += outcome.heard
-            total.commands += outcome.commands
-            total.ts, total.last_seq = outcome.ts, outcome.last_seq
-        return total
-
-    async def _tick(self) -> BatchOutcome | None:
-        try:
-            return await self._transact([], {}, tick=True)
-        except (CoreFailure, CycleFailure) as failure:
-            log.error("internal error on tick: %r; state rebuilt from the journal", failure)
-            await self._recover(seek=False)
-            return None
-
-    async def _transact(
-        self,
-        inputs: Sequence[ConsumerRecord[bytes, bytes]],
-        poisoned: dict[InputKey, str],
-        *,
-        tick: bool = False,
-    ) -> BatchOutcome:
-        """One transaction: journal records, rejections, commands and offsets, or none of them."""
-        producer = self._require_producer()
-        # Never reuse a ts: a later batch would otherwise join the previous group on replay.
-        ts = max(self.clock(), self.state.ts + 1)
-        outcome = BatchOutcome(ts=ts)
-        pending = Pending()
-        alive: list[NodesAlive] = []
-        started = time.perf_counter()
-        cycle_s = 0.0
-        try:
-            async with producer.transaction():
-                # Nodes heard since their last journaled heartbeat go first, when the core
-                # would otherwise find one of them silent in this batch's cycle.
-                alive = self.liveness.due(self.state, ts)
-                for event in alive:
-                    await self._journal(event, ts, pending)
-                    self._apply(event, ts, None)
-                    outcome.journaled += 1
-                for record in inputs:
-                    await self._sequence_one(record, ts, poisoned, pending, outcome)
-                if tick and not alive:
-                    await self._journal(Tick(), ts, pending)
-                    self._apply(Tick(), ts, None)
-                    outcome.journaled += 1
-                cycle_started = time.perf_counter()
-                try:
-                    self.state, commands = close_group(self.state, self.plugins)
-                except Exception as exc:
-                    raise CycleFailure(exc) from exc
-                cycle_s = time.perf_counter() - cycle_started
-                for command in commands:
-                    pending.add(
-                        await producer.send(
-                            self.topics.commands,
-                            command_bytes_or_fail(command),
-                            key=command.node.encode(),
-                        )
-                    )
-                outcome.commands = len(commands)
-                offsets = next_offsets(inputs)
-                if offsets:
-                    await producer.send_offsets_to_transaction(offsets, self.group_id)
-                if outcome.journaled and self.snapshots.due(self.state.seq, self.clock()):
-                    await self._snapshot()
-                await asyncio.gather(*pending.futures)
-        except (CoreFailure, CycleFailure):
-            raise
-        except ProducerFenced as exc:
-            raise SchedulerFenced(str(exc)) from exc
-        except Exception as exc:
-            # A fatal producer state means our epoch is gone: a newer instance owns the id.
-            if is_fatal(producer):
-                raise SchedulerFenced(repr(exc)) from exc
-            if isinstance(exc, RECORD_REFUSALS):
-                # Retrying these records can never succeed. A refused batch also leaves the
-                # idempotent producer's sequence numbers ahead of the broker's, so a new
-                # producer (a new epoch) takes over before the inputs are isolated one by one.
-                await self._restart_producer()
-                reason = f"Kafka refused to write what this input produced: {describe(exc)}"
-                raise Unwritable(exc, reason) from exc
-            # Anything else (broker unavailable, timeout): the transaction's outcome is in the
-            # journal and the committed offsets, so read them back and carry on from there.
-            log.warning("transaction failed (%r); rebuilding from the journal", exc)
-            if isinstance(exc, PRODUCER_STATE_ERRORS):
-                await self._restart_producer()
-            await self._recover(seek=True)
-            return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
-        self.committed_seq = self.state.seq
-        self._last_commit_ms = self.clock()
-        self.liveness.committed(self.state, alive)
-        self.snapshots.committed(self.clock())
-        outcome.last_seq = self.state.seq
-        if self.monitor is not None:
-            self.monitor.committed(
-                journaled=outcome.journaled,
-                ticks=int(tick and not alive),
-                rejections=outcome.rejections,
-                commands=commands,
-                cycle_s=cycle_s,
-                transaction_s=time.perf_counter() - started,
-                seq=self.state.seq,
-                ts=self.state.ts,
-            )
-        log.debug(
-            "batch ts %d: %d journaled (to seq %d), %d rejected, %d commands",
-            ts,
-            outcome.journaled,
-            outcome.last_seq,
-            outcome.rejected,
-            outcome.commands,
-        )
-        return outcome
-
-    async def _restart_producer(self) -> None:
-        old = self._producer
-        self._producer = None
-        if old is not None:
-            with contextlib.suppress(Exception):
-                await old.stop()
-        producer = transactional_producer(self.bootstrap, self.transactional_id)
-        await producer.start()
-        self._producer = producer
-
-    async def _snapshot(self) -> None:
-        """The state after this batch's cycle, in this batch's transaction (so never ahead)."""
-        if self._last_journal is None:
-            return
-        offset = (await self._last_journal).offset
-        await self.snapshots.write(self._require_producer(), self.state, offset)
-
-    async def _sequence_one(
-        self,
-        record: ConsumerRecord[bytes, bytes],
-        ts: int,
-        poisoned: dict[InputKey, str],
-        pending: Pending,
-        outcome: BatchOutcome,
-    ) -> None:
-        key = key_of(record)
-        reason = poisoned.get(key)
-        if reason == SKIP:
-            log.error(
-                "skipped %s: not even its rejection could be written (%d bytes, sha256 %s)",
-                where(record),
-                len(record.value or b""),
-                hashlib.sha256(record.value or b"").hexdigest(),
-            )
-            return
-        event: Event | None = None
-        journaled = b""
-        kind = "isolated"  # the kinds of refusal, for metrics: docs/operations.md
-        if reason is None:
-            try:
-                # decode_ingress refuses an input over limits.INPUT_BYTES_MAX before parsing it.
-                team = self._team_topics.get(record.topic)
-                logical = JOBS if team else self.topics.logical(record.topic)
-                event = decode_ingress(logical, record.value or b"")
-                if team is not None:
-                    reason = team_refusal(self.state, team[0], team[1], event)
-                reason = reason or accept(self.state, event)
-                kind = "refused"
-            except DecodeError as exc:
-                reason, kind = str(exc), "invalid"
-            except Exception as exc:
-                raise CoreFailure(key, exc) from exc
-        if (
-            reason is None
-            and isinstance(event, NodeHeartbeat)
-            and self.liveness.absorb(self.state, event, ts)
-        ):
-            outcome.heard += 1
-            return  # nothing the core sees changed but time: no journal record
-        if reason is None and event is not None:
-            # Checked before sending: a record Kafka would refuse must not fail the batch.
-            journaled, reason = journal_bytes(
-                JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
-            )
-            kind = "unwritable"
-        if reason is not None or event is None:
-            await self._reject(record, ts, reason or "refused", pending)
-            outcome.rejected += 1
-            outcome.rejections.append(kind)
-            return
-        # The header names the input this record journals, so its producer can learn the
-        # verdict; headers are not part of the record's bytes, so replay never sees them.
-        self._last_journal = await self._require_producer().send(
-            self.topics.journal, journaled, key=self._key, headers=source_headers(record)
-        )
-        pending.add(self._last_journal)
-        self._apply(event, ts, key)
-        outcome.journaled += 1
-
-    async def _journal(self, event: Tick | NodesAlive, ts: int, pending: Pending) -> None:
-        record = JournalRecord(seq=self.state.seq + 1, ts=ts, event=event)
-        self._last_journal = await self._require_producer().send(
-            self.topics.journal, encode_journal(record), key=self._key
-        )
-        pending.add(self._last_journal)
-
-    def _apply(self, event: Event, ts: int, key: InputKey | None) -> None:
-        try:
-            apply(self.state, event, self.state.seq + 1, ts)
-        except Exception as exc:
-            if key is None:
-                raise CycleFailure(exc) from exc
-            raise CoreFailure(key, exc) from exc
-
-    async def _reject(
-        self, record: ConsumerRecord[bytes, bytes], ts: int, reason: str, pending: Pending
-    ) -> None:
-        # Bounded, with where the input came from, its size and hash (streams/records.py).
-        raw = rejection_bytes(record, ts, reason)
-        log.info("rejected %s: %s", where(record), clip(reason, REASON_CHARS_MAX))
-        pending.add(await self._require_producer().send(self.topics.rejected, raw))
 
     # -- helpers --------------------------------------------------------------------------
 

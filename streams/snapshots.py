@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 import zlib
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
@@ -47,6 +48,12 @@ log = logging.getLogger("quotaflow.snapshots")
 
 SNAPSHOT_RECORDS = 2_000  # journal records between snapshots
 SNAPSHOT_SECONDS = 300.0  # or this long, if any record was journaled meanwhile
+# A snapshot that costs more than COSTLY_S of CPU waits, past SNAPSHOT_RECORDS, until the
+# scheduler has spent WORK_PER_COST times that much on batches: snapshots then take at most
+# about 1/WORK_PER_COST of the scheduler's CPU, and the journal tail a restart folds costs
+# about WORK_PER_COST snapshots' time (docs/scheduler.md, Cadence).
+COSTLY_S = 0.010
+WORK_PER_COST = 10
 CHUNK_BYTES = 512 * 1024  # well under Kafka's default 1 MiB message limit
 READ_TIMEOUT_S = 60.0
 
@@ -148,6 +155,8 @@ class SnapshotWriter:
         self.last: Manifest | None = None  # the newest committed snapshot
         self.last_at = clock() if clock is not None else 0
         self._sent: Manifest | None = None  # sent in the open transaction, not yet committed
+        self.cost_s = 0.0  # CPU seconds the last snapshot took to encode
+        self.work_s = 0.0  # CPU seconds of committed batches since the last snapshot
 
     @property
     def enabled(self) -> bool:
@@ -163,12 +172,21 @@ class SnapshotWriter:
         covered = self.last.seq if self.last is not None else 0
         if seq <= covered:
             return False
-        return seq - covered >= self.every_records or now - self.last_at >= self.every_ms
+        if now - self.last_at >= self.every_ms:
+            return True
+        if seq - covered < self.every_records:
+            return False
+        return self.cost_s < COSTLY_S or self.work_s >= WORK_PER_COST * self.cost_s
+
+    def worked(self, cpu_s: float) -> None:
+        """A batch took this much CPU (counted towards the next costly snapshot)."""
+        self.work_s += cpu_s
 
     async def write(
         self, producer: AIOKafkaProducer, state: State, journal_offset: int
     ) -> Manifest | None:
         """Sends the state's chunks, tombstones and manifest; the caller's commit makes them real."""
+        started = time.process_time()
         try:
             with _no_gc():
                 body = encode_state(state)  # the state after this batch's cycle
@@ -177,6 +195,7 @@ class SnapshotWriter:
             log.exception("snapshot at seq %d not written: the state did not encode", state.seq)
             return None
         packed = zlib.compress(body, 1)
+        self.cost_s = time.process_time() - started
         pieces = [
             packed[start : start + self.chunk_bytes]
             for start in range(0, len(packed), self.chunk_bytes)
@@ -217,6 +236,7 @@ class SnapshotWriter:
         """The transaction that carried the last `write` committed."""
         if self._sent is not None:
             self.last, self._sent, self.last_at = self._sent, None, now
+            self.work_s = 0.0
 
     def aborted(self) -> None:
         self._sent = None

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-import streams.sequencer
+import streams.transaction
 from domain.events import Event
 from domain.state import State
 from tests.streams.test_sequencer import (
@@ -106,7 +106,7 @@ async def test_internal_error_rejects_that_input_and_the_scheduler_goes_on(
 ) -> None:
     topics = await make_topics(kafka_bootstrap)
     cluster = "c-" + uuid.uuid4().hex[:6]
-    real_apply = streams.sequencer.apply
+    real_apply = streams.transaction.apply
 
     def flaky_apply(state: State, event: Event, seq: int, ts: int) -> None:
         if event.type == "JobSubmitted" and event.job == "boom":
@@ -114,7 +114,7 @@ async def test_internal_error_rejects_that_input_and_the_scheduler_goes_on(
             raise RuntimeError("core bug")
         real_apply(state, event, seq, ts)
 
-    monkeypatch.setattr(streams.sequencer, "apply", flaky_apply)
+    monkeypatch.setattr(streams.transaction, "apply", flaky_apply)
     async with running_scheduler(kafka_bootstrap, topics, cluster):
         await seed_cluster(kafka_bootstrap, topics, cluster)
         # One batch when the scheduler is fast enough: inputs around the bad one must survive.

@@ -1,0 +1,361 @@
+"""The sequencer's batch transaction: journal, rejections, cycle, commands and offsets, all or nothing (I/O shell).
+
+Split from streams/sequencer.py along the transaction seam. `BatchTransactions` is the
+part of the scheduler that runs one Kafka transaction per batch of inputs and isolates an
+input the core cannot apply or whose output Kafka refuses; the scheduler (streams/
+sequencer.py) owns the lifecycle, the read loop and recovery. Journal records and commands
+are written through `Outbox` (record batches filled here, one future per batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.errors import ProducerFenced
+from aiokafka.structs import OffsetAndMetadata
+
+from domain.codec import encode_journaled
+from domain.decider import apply, close_group
+from domain.events import Event, NodeHeartbeat, NodesAlive, Tick
+from domain.limits import REASON_CHARS_MAX, clip
+from domain.liveness import next_due_ts
+from domain.plugins import Plugins
+from domain.state import State
+from streams.batch import (
+    SKIP,
+    BatchOutcome,
+    CoreFailure,
+    CycleFailure,
+    InputKey,
+    Pending,
+    SchedulerFenced,
+    Unwritable,
+    command_bytes_or_fail,
+    is_fatal,
+    key_of,
+    next_offsets,
+    where,
+    where_key,
+)
+from streams.ingress import admit
+from streams.kafka_io import Topics, transactional_producer
+from streams.liveness import LivenessTracker
+from streams.metrics import SchedulerMonitor
+from streams.outbox import Outbox
+from streams.records import (
+    PRODUCER_STATE_ERRORS,
+    RECORD_REFUSALS,
+    describe,
+    journal_bytes,
+    rejection_bytes,
+    source_headers,
+)
+from streams.snapshots import SnapshotWriter
+from streams.topics import JOBS
+
+__all__ = ["BatchTransactions"]
+
+log = logging.getLogger("quotaflow.scheduler")
+Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
+
+
+class BatchTransactions:
+    """Sequencing inside transactions; the scheduler provides the state, clients and recovery."""
+
+    bootstrap: str
+    transactional_id: str
+    group_id: str
+    topics: Topics
+    plugins: Plugins
+    clock: Callable[[], int]
+    state: State
+    committed_seq: int
+    liveness: LivenessTracker
+    snapshots: SnapshotWriter
+    monitor: SchedulerMonitor | None
+    _key: bytes
+    _producer: AIOKafkaProducer | None
+    _team_topics: dict[str, tuple[str, str]]
+    _last_commit_ms: int
+    _due: tuple[State, int, int | None] | None = None  # the state, its seq, its next_due_ts
+    _deferred: dict[TopicPartition, OffsetAndMetadata]  # read, not yet committed (writing nothing)
+
+    if TYPE_CHECKING:  # provided by the scheduler and by Recovery
+
+        async def _recover(self, seek: bool) -> None: ...
+        def _require_producer(self) -> AIOKafkaProducer: ...
+
+    async def _sequence(self, inputs: list[Record]) -> BatchOutcome:
+        """Sequences a batch, isolating any input the core cannot apply."""
+        poisoned: dict[InputKey, str] = {}
+        queue: list[list[Record]] = [inputs]
+        total = BatchOutcome()
+        while queue:
+            batch = queue.pop(0)
+            try:
+                outcome = await self._transact(batch, poisoned)
+            except CoreFailure as failure:
+                log.exception("internal error applying %s; rejecting it", where_key(failure.key))
+                poisoned[failure.key] = f"internal error: {clip(repr(failure.error))}"
+                await self._recover(seek=False)
+                queue.insert(0, batch)
+                continue
+            except CycleFailure as failure:
+                await self._recover(seek=False)
+                live = [r for r in batch if key_of(r) not in poisoned]
+                unwritable = isinstance(failure, Unwritable)
+                if len(live) > 1 or (unwritable and len(batch) > 1):
+                    log.warning("%s; retrying the batch input by input", failure.reason)
+                    queue[:0] = [[record] for record in batch]
+                elif live:
+                    log.error("%s: %s", where(live[0]), failure.reason, exc_info=not unwritable)
+                    poisoned[key_of(live[0])] = failure.reason
+                    queue.insert(0, batch)
+                elif unwritable and poisoned.get(key_of(batch[0])) != SKIP:
+                    # Not even its rejection could be written: let its offset pass alone,
+                    # so the inputs behind it go on.
+                    poisoned[key_of(batch[0])] = SKIP
+                    queue.insert(0, batch)
+                else:
+                    # Unreachable while the core only cycles after an accepted input; if it
+                    # ever happens, read the inputs again rather than drop them.
+                    log.error("cycle failed with no input to blame: %r", failure.error)
+                    await self._recover(seek=True)
+                    break
+                continue
+            if outcome.aborted:
+                break  # the consumer was sought back: these inputs will be read again
+            total.journaled += outcome.journaled
+            total.rejected += outcome.rejected
+            total.heard += outcome.heard
+            total.commands += outcome.commands
+            total.ts, total.last_seq = outcome.ts, outcome.last_seq
+        return total
+
+    async def _tick(self) -> BatchOutcome | None:
+        try:
+            return await self._transact([], {}, tick=True)
+        except (CoreFailure, CycleFailure) as failure:
+            log.error("internal error on tick: %r; state rebuilt from the journal", failure)
+            await self._recover(seek=False)
+            return None
+
+    async def _transact(
+        self, inputs: Sequence[Record], poisoned: dict[InputKey, str], *, tick: bool = False
+    ) -> BatchOutcome:
+        """One transaction: journal records, rejections, commands and offsets, or none of them."""
+        producer = self._require_producer()
+        # Never reuse a ts: a later batch would otherwise join the previous group on replay.
+        ts = max(self.clock(), self.state.ts + 1)
+        outcome = BatchOutcome(ts=ts)
+        pending = Pending()
+        journal = Outbox(producer, self.topics.journal, pending)
+        alive: list[NodesAlive] = []
+        started, cpu_started = time.perf_counter(), time.process_time()
+        cycle_s = 0.0
+        try:
+            async with producer.transaction():
+                # Nodes heard since their last journaled heartbeat go first, when the core
+                # would otherwise find one of them silent in this batch's cycle.
+                alive = self.liveness.due(self.state, ts, self._core_due())
+                for event in alive:
+                    await self._journal(journal, event, ts)
+                    outcome.journaled += 1
+                for record in inputs:
+                    await self._sequence_one(record, ts, poisoned, pending, journal, outcome)
+                if tick and not alive:
+                    await self._journal(journal, Tick(), ts)
+                    outcome.journaled += 1
+                cycle_started = time.perf_counter()
+                cycled = self.state.group_open
+                try:
+                    self.state, commands = close_group(self.state, self.plugins)
+                except Exception as exc:
+                    raise CycleFailure(exc) from exc
+                finally:
+                    if cycled:
+                        self._due = None  # the cycle may have set or cleared timers
+                cycle_s = time.perf_counter() - cycle_started
+                await journal.flush()
+                sent = Outbox(producer, self.topics.commands, pending)
+                for command in commands:
+                    await sent.append(command_bytes_or_fail(command), command.node.encode())
+                await sent.flush()
+                outcome.commands = len(commands)
+                self.snapshots.worked(time.process_time() - cpu_started)
+                if outcome.journaled and self.snapshots.due(self.state.seq, self.clock()):
+                    await self._snapshot(journal)
+                wrote = bool(outcome.journaled or outcome.rejected or commands or tick)
+                offsets = self._offsets_to_commit(inputs, wrote)
+                if offsets:
+                    await producer.send_offsets_to_transaction(offsets, self.group_id)
+                await asyncio.gather(*pending.futures)
+        except (CoreFailure, CycleFailure):
+            raise
+        except ProducerFenced as exc:
+            raise SchedulerFenced(str(exc)) from exc
+        except Exception as exc:
+            # A fatal producer state means our epoch is gone: a newer instance owns the id.
+            if is_fatal(producer):
+                raise SchedulerFenced(repr(exc)) from exc
+            if isinstance(exc, RECORD_REFUSALS):
+                # Retrying these records can never succeed. A refused batch also leaves the
+                # idempotent producer's sequence numbers ahead of the broker's, so a new
+                # producer (a new epoch) takes over before the inputs are isolated one by one.
+                await self._restart_producer()
+                reason = f"Kafka refused to write what this input produced: {describe(exc)}"
+                raise Unwritable(exc, reason) from exc
+            # Anything else (broker unavailable, timeout): the transaction's outcome is in the
+            # journal and the committed offsets, so read them back and carry on from there.
+            log.warning("transaction failed (%r); rebuilding from the journal", exc)
+            if isinstance(exc, PRODUCER_STATE_ERRORS):
+                await self._restart_producer()
+            await self._recover(seek=True)
+            return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
+        self.committed_seq = self.state.seq
+        if offsets or wrote:  # otherwise nothing reached the broker: the epoch is unconfirmed
+            self._last_commit_ms = self.clock()
+        if offsets:
+            self._deferred.clear()
+        self.liveness.committed(self.state, alive)
+        self.snapshots.committed(self.clock())
+        outcome.last_seq = self.state.seq
+        if self.monitor is not None:
+            self.monitor.committed(
+                journaled=outcome.journaled,
+                ticks=int(tick and not alive),
+                rejections=outcome.rejections,
+                commands=commands,
+                cycle_s=cycle_s,
+                transaction_s=time.perf_counter() - started,
+                seq=self.state.seq,
+                ts=self.state.ts,
+            )
+        log.debug(
+            "batch ts %d: %d journaled (to seq %d), %d rejected, %d commands",
+            ts,
+            outcome.journaled,
+            outcome.last_seq,
+            outcome.rejected,
+            outcome.commands,
+        )
+        return outcome
+
+    def _offsets_to_commit(
+        self, inputs: Sequence[Record], wrote: bool
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The offsets this transaction commits: those of its inputs and of earlier batches
+        that wrote nothing, or none when this one writes nothing either and the last commit
+        is younger than tick_ms.
+
+        A batch of heartbeats that change nothing the core sees writes no record, so a
+        transaction of its own would only move the offsets past them (three requests to the
+        broker). Deferring that to the next transaction that writes, or to tick_ms, loses
+        nothing: re-read after a restart, such heartbeats are noted again, as if read late.
+        A commit at least every tick_ms keeps a fenced scheduler finding out that soon."""
+        for tp, offset in next_offsets(inputs).items():
+            known = self._deferred.get(tp)
+            if known is None or known.offset < offset.offset:
+                self._deferred[tp] = offset
+        if not wrote and self.clock() - self._last_commit_ms < self.state.cluster.tick_ms:
+            return {}
+        return dict(self._deferred)
+
+    def _core_due(self) -> int | None:
+        """`next_due_ts` of the state (it reads every node), computed once per state version:
+        anything that changes the state changes its object or its seq, or closes a group."""
+        state = self.state
+        if self._due is None or self._due[0] is not state or self._due[1] != state.seq:
+            self._due = (state, state.seq, next_due_ts(state))
+        return self._due[2]
+
+    async def _restart_producer(self) -> None:
+        old = self._producer
+        self._producer = None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.stop()
+        producer = transactional_producer(self.bootstrap, self.transactional_id)
+        await producer.start()
+        self._producer = producer
+
+    async def _snapshot(self, journal: Outbox) -> None:
+        """The state after this batch's cycle, in this batch's transaction (so never ahead)."""
+        offset = await journal.last_offset()
+        if offset is None:
+            return
+        await self.snapshots.write(self._require_producer(), self.state, offset)
+
+    async def _sequence_one(
+        self,
+        record: Record,
+        ts: int,
+        poisoned: dict[InputKey, str],
+        pending: Pending,
+        journal: Outbox,
+        outcome: BatchOutcome,
+    ) -> None:
+        key = key_of(record)
+        reason = poisoned.get(key)
+        if reason == SKIP:
+            log.error(
+                "skipped %s: not even its rejection could be written (%d bytes, sha256 %s)",
+                where(record),
+                len(record.value or b""),
+                hashlib.sha256(record.value or b"").hexdigest(),
+            )
+            return
+        event: Event | None = None
+        raw = b""
+        kind = "isolated"  # the kinds of refusal, for metrics: docs/operations.md
+        if reason is None:
+            team = self._team_topics.get(record.topic)
+            logical = JOBS if team else self.topics.logical(record.topic)
+            admission = admit(self.state, record, logical, team, key)
+            event, reason, kind = admission.event, admission.reason, admission.kind
+        if (
+            reason is None
+            and isinstance(event, NodeHeartbeat)
+            and self.liveness.absorb(self.state, event, ts)
+        ):
+            outcome.heard += 1
+            return  # nothing the core sees changed but time: no journal record
+        if reason is None and event is not None:
+            # Checked before sending: a record Kafka would refuse must not fail the batch.
+            raw, reason = journal_bytes(event, self.state.seq + 1, ts)
+            kind = "unwritable"
+        if reason is not None or event is None:
+            await self._reject(record, ts, reason or "refused", pending)
+            outcome.rejected += 1
+            outcome.rejections.append(kind)
+            return
+        # The header names the input this record journals, so its producer can learn the
+        # verdict; headers are not part of the record's bytes, so replay never sees them.
+        await journal.append(raw, self._key, source_headers(record))
+        self._apply(event, ts, key)
+        outcome.journaled += 1
+
+    async def _journal(self, journal: Outbox, event: Tick | NodesAlive, ts: int) -> None:
+        await journal.append(encode_journaled(event, self.state.seq + 1, ts), self._key)
+        self._apply(event, ts, None)
+
+    def _apply(self, event: Event, ts: int, key: InputKey | None) -> None:
+        try:
+            apply(self.state, event, self.state.seq + 1, ts)
+        except Exception as exc:
+            if key is None:
+                raise CycleFailure(exc) from exc
+            raise CoreFailure(key, exc) from exc
+
+    async def _reject(self, record: Record, ts: int, reason: str, pending: Pending) -> None:
+        # Bounded, with where the input came from, its size and hash (streams/records.py).
+        raw = rejection_bytes(record, ts, reason)
+        log.info("rejected %s: %s", where(record), clip(reason, REASON_CHARS_MAX))
+        pending.add(await self._require_producer().send(self.topics.rejected, raw))
