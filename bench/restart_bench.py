@@ -57,7 +57,7 @@ from domain.events import (
 from domain.snapshot import decode_state, encode_state
 from domain.state import State
 from streams.kafka_io import Topics, ensure_topics, read_committed_consumer, read_to_end
-from streams.snapshots import Manifest, _no_gc
+from streams.snapshots import Manifest, no_gc
 
 ROOT = Path(__file__).resolve().parents[1]
 QUEUES = 20
@@ -236,7 +236,7 @@ def codec_times(args: argparse.Namespace) -> tuple[int, float, float]:
             seq += 1
             state, _ = fold(state, JournalRecord(seq=seq, ts=ts, event=event))
         state, _ = close_group(state)
-    with _no_gc():  # as the scheduler encodes and decodes
+    with no_gc():  # as the scheduler encodes and decodes
         started = time.perf_counter()
         body = encode_state(state)
         encoded = time.perf_counter() - started

@@ -16,7 +16,8 @@ from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.journal_reader import stream_to_end
 from streams.kafka_io import Topics
-from streams.snapshots import Manifest, newest_first, read_journal_from
+from streams.snapshot_reader import newest_first, read_journal_from
+from streams.snapshots import Manifest
 from streams.standby import WarmStart, continue_warm
 
 __all__ = ["load_state"]

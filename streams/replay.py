@@ -10,7 +10,7 @@ from domain.codec import decode_command, decode_journal
 from domain.events import JournalRecord
 from streams.journal_reader import end_offsets, iter_journal
 from streams.kafka_io import Topics, partitions_of, read_to_end
-from streams.snapshots import read_snapshots
+from streams.snapshot_reader import read_snapshots
 
 __all__ = ["read_commands", "read_journal", "replay"]
 

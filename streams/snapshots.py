@@ -1,5 +1,7 @@
 """Scheduler snapshots on the compacted quotaflow.snapshots topic: write, find, load (I/O shell).
 
+This module writes them; `streams.snapshot_reader` finds and loads them.
+
 A snapshot is `domain.snapshot.encode_state` of the state after a batch's cycle, compressed
 (zlib) and cut into chunks that fit Kafka's message limit, followed by one manifest record
 naming the journal `seq` and offset it covers, the chunks' offsets and a sha256 of the
@@ -14,34 +16,26 @@ manifest and falls back to older ones, then to the whole journal, logging why.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import logging
 import time
 import zlib
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer
 
-from domain.codec import decode_journal
-from domain.events import JournalRecord
-from domain.snapshot import SnapshotError, decode_state, digest, encode_state
+from domain.snapshot import digest, encode_state
 from domain.state import State
-from streams.kafka_io import read_committed_consumer
 
 __all__ = [
     "CHUNK_BYTES",
     "SNAPSHOT_RECORDS",
     "SNAPSHOT_SECONDS",
-    "LoadedSnapshot",
     "Manifest",
     "SnapshotWriter",
-    "newest_first",
-    "read_journal_from",
-    "read_snapshots",
 ]
 
 log = logging.getLogger("quotaflow.snapshots")
@@ -109,7 +103,7 @@ class Manifest:
 
 
 @contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
     """Encoding or decoding a state allocates millions of objects and frees none: the cyclic
     collector would walk the whole heap again and again for nothing (half the time here)."""
     enabled = gc.isenabled()
@@ -129,7 +123,7 @@ def manifest_key(cluster: str, slot: int) -> bytes:
     return f"{cluster}/snapshot/{slot}/manifest".encode()
 
 
-def _manifest_cluster(key: bytes | None) -> str | None:
+def manifest_cluster(key: bytes | None) -> str | None:
     text = (key or b"").decode("utf-8", "replace")
     head, sep, tail = text.rpartition("/snapshot/")
     return head if sep and tail.endswith("/manifest") else None
@@ -188,7 +182,7 @@ class SnapshotWriter:
         """Sends the state's chunks, tombstones and manifest; the caller's commit makes them real."""
         started = time.process_time()
         try:
-            with _no_gc():
+            with no_gc():
                 body = encode_state(state)  # the state after this batch's cycle
         except Exception:
             # A bug, not the batch's fault: the batch commits without a snapshot, never stalls.
@@ -240,153 +234,3 @@ class SnapshotWriter:
 
     def aborted(self) -> None:
         self._sent = None
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedSnapshot:
-    manifest: Manifest
-    state: State
-    body: bytes
-
-
-async def _consumer_on(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, TopicPartition]:
-    consumer = read_committed_consumer(bootstrap)
-    await consumer.start()
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
-    return consumer, tp
-
-
-async def _read_range(
-    consumer: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int
-) -> list[ConsumerRecord[bytes, bytes]]:
-    """Committed records of one partition with start <= offset < end."""
-    out: list[ConsumerRecord[bytes, bytes]] = []
-    if start >= end:
-        return out
-    consumer.seek(tp, start)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + READ_TIMEOUT_S
-    while await consumer.position(tp) < end:
-        if loop.time() > deadline:
-            raise TimeoutError(f"could not read {tp.topic} from {start} to {end}")
-        batch = await consumer.getmany(tp, timeout_ms=200)
-        out.extend(r for r in batch.get(tp, []) if start <= r.offset < end)
-    return out
-
-
-async def _assemble(
-    consumer: AIOKafkaConsumer, tp: TopicPartition, manifest: Manifest
-) -> LoadedSnapshot:
-    """The snapshot a manifest names, checked; raises SnapshotError saying what is wrong."""
-    if not manifest.chunk_offsets:
-        raise SnapshotError("manifest names no chunks")
-    records = await _read_range(
-        consumer, tp, min(manifest.chunk_offsets), max(manifest.chunk_offsets) + 1
-    )
-    by_offset = {record.offset: record for record in records}
-    pieces = []
-    for index, offset in enumerate(manifest.chunk_offsets):
-        record = by_offset.get(offset)
-        if record is None or record.value is None:
-            raise SnapshotError(f"chunk {index} at offset {offset} is gone (compacted or lost)")
-        if record.key != chunk_key(manifest.cluster, manifest.slot, index):
-            raise SnapshotError(f"chunk {index} at offset {offset} has another key")
-        pieces.append(record.value)
-    try:
-        body = zlib.decompress(b"".join(pieces))
-    except zlib.error as exc:
-        raise SnapshotError(f"chunks do not decompress: {exc}") from None
-    if len(body) != manifest.size or digest(body) != manifest.sha256:
-        raise SnapshotError("sha256 of the chunks does not match the manifest")
-    with _no_gc():
-        state = decode_state(body)
-    if state.seq != manifest.seq:
-        raise SnapshotError(f"state is at seq {state.seq}, manifest says {manifest.seq}")
-    return LoadedSnapshot(manifest, state, body)
-
-
-async def newest_first(
-    bootstrap: str, topic: str, cluster: str
-) -> AsyncGenerator[LoadedSnapshot, None]:
-    """The cluster's snapshots that check out, newest first; logs each one passed over.
-
-    Reads the topic's tail backwards in growing windows, so finding the newest snapshot does
-    not cost more when compaction has not yet removed older ones. Close it (aclosing) when
-    done early.
-    """
-    consumer, tp = await _consumer_on(bootstrap, topic)
-    try:
-        begin = (await consumer.beginning_offsets([tp]))[tp]
-        end = (await consumer.end_offsets([tp]))[tp]
-        window = 16
-        high = end
-        while high > begin:
-            low = max(begin, high - window)
-            records = await _read_range(consumer, tp, low, high)
-            for record in sorted(records, key=lambda r: r.offset, reverse=True):
-                if _manifest_cluster(record.key) != cluster or record.value is None:
-                    continue
-                try:
-                    manifest = Manifest.from_bytes(record.value)
-                    loaded = await _assemble(consumer, tp, manifest)
-                except (SnapshotError, ValueError, KeyError, TypeError) as exc:
-                    log.warning("snapshot at %s@%d passed over: %s", topic, record.offset, exc)
-                    continue
-                yield loaded
-            high = low
-            window *= 4
-    finally:
-        await consumer.stop()
-
-
-async def read_snapshots(
-    bootstrap: str, topic: str, cluster: str | None = None
-) -> list[tuple[int, bytes | None, str]]:
-    """Every snapshot still in the topic as (seq, canonical bytes or None, problem), oldest first."""
-    consumer, tp = await _consumer_on(bootstrap, topic)
-    try:
-        end = (await consumer.end_offsets([tp]))[tp]
-        begin = (await consumer.beginning_offsets([tp]))[tp]
-        records = await _read_range(consumer, tp, begin, end)
-        manifests = [
-            record
-            for record in records
-            if (owner := _manifest_cluster(record.key)) is not None
-            and record.value is not None
-            and (cluster is None or owner == cluster)
-        ]
-        newest = {record.key: record.offset for record in manifests}
-        out: list[tuple[int, bytes | None, str]] = []
-        for record in manifests:
-            assert record.value is not None
-            try:
-                manifest = Manifest.from_bytes(record.value)
-            except (ValueError, KeyError, TypeError) as exc:
-                out.append((-1, None, f"manifest at offset {record.offset} unreadable: {exc}"))
-                continue
-            try:
-                loaded = await _assemble(consumer, tp, manifest)
-                out.append((manifest.seq, loaded.body, ""))
-            except SnapshotError as exc:
-                if newest[record.key] != record.offset:
-                    continue  # a newer snapshot took its slot; compaction may remove its chunks
-                out.append((manifest.seq, None, str(exc)))
-        return out
-    finally:
-        await consumer.stop()
-
-
-async def read_journal_from(
-    bootstrap: str, topic: str, offset: int, cluster_key: bytes
-) -> list[JournalRecord]:
-    """The cluster's committed journal records from `offset` to the end (one partition)."""
-    consumer, tp = await _consumer_on(bootstrap, topic)
-    try:
-        end = (await consumer.end_offsets([tp]))[tp]
-        records = await _read_range(consumer, tp, offset, end)
-        return [
-            decode_journal(r.value) for r in records if r.key == cluster_key and r.value is not None
-        ]
-    finally:
-        await consumer.stop()

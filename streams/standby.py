@@ -21,7 +21,7 @@ from domain.events import JournalRecord
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.kafka_io import Topics, read_committed_consumer
-from streams.snapshots import newest_first, read_journal_from
+from streams.snapshot_reader import newest_first, read_journal_from
 
 __all__ = ["Follower", "WarmStart", "continue_warm"]
 
