@@ -18,6 +18,8 @@ from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, State
 
 Selector = tuple[tuple[str, str], ...]
+# Held room per queue: over each queue's subtree, and over its own non-preemptible jobs.
+Promised = tuple[dict[str, Resources], dict[str, Resources]]
 
 
 class Fitter:
@@ -39,6 +41,9 @@ class Fitter:
         self._no_room_frees = -1
         # The same reason for the same shape while nothing changed.
         self._reasons: dict[tuple[Selector, Resources, int], tuple[int, Reason]] = {}
+        # Room held for pending preemptors, summed per queue (see `_promised`).
+        self._promised_key: tuple[int, int, int] | None = None
+        self._promised_all: Promised | None = None
 
     def sizes(self, job: Job) -> list[int]:
         """Full size first; an elastic job then halves again and again down to min_tasks."""
@@ -69,19 +74,13 @@ class Fitter:
         its quota and limit checks once its victims stop; without this, a job of the same
         queue placed meanwhile could use that headroom and leave the held room idle."""
         state = self._state
-        others = [
-            state.jobs[h]
-            for h in sorted(state.holders)
-            if h != job.id and h in state.jobs and state.jobs[h].status is JobStatus.PENDING
-        ]
-        if not others:
+        promised_to = self._promised(job)
+        if promised_to is None:
             return None
+        subtree, own_non_preemptible = promised_to
         amount = job.per_task * tasks
         for queue in state.ancestors(job.queue):
-            promised = ZERO
-            for other in others:
-                if any(q.id == queue.id for q in state.ancestors(other.queue)):
-                    promised = promised + sum(other.held.values(), ZERO)
+            promised = subtree.get(queue.id, ZERO)
             if promised.is_zero():
                 continue
             breach = queue.quota.limit_breach(queue.subtree_allocated + amount + promised)
@@ -94,10 +93,7 @@ class Fitter:
                     held_for_preemptors=1,
                 )
         if not job.preemptible:
-            promised = ZERO
-            for other in others:
-                if other.queue == job.queue and not other.preemptible:
-                    promised = promised + sum(other.held.values(), ZERO)
+            promised = own_non_preemptible.get(job.queue, ZERO)
             if not promised.is_zero():
                 quota = protected_breach(state, job, amount + promised)
                 if quota is not None:
@@ -105,6 +101,40 @@ class Fitter:
                         "", ", counting room held for preemptors", held_for_preemptors=1
                     )
         return None
+
+    def _promised(self, job: Job) -> Promised | None:
+        """What is held for the pending preemptors other than the job, summed per queue over
+        its subtree, and per queue over its own non-preemptible jobs; None when nothing is.
+        Kept while no allocation, hold or stop changed (the statement's epoch and frees):
+        holds, and a holder's dispatch, change both; a job that is itself a holder gets its
+        own sums, without itself (each sum adds the same holders in the same order)."""
+        state = self._state
+        key = (*self._changes(), len(state.holders))
+        if self._promised_key != key:
+            self._promised_key = key
+            self._promised_all = self._promised_sums(state, None)
+        if job.id not in state.holders:
+            return self._promised_all
+        return self._promised_sums(state, job.id)
+
+    @staticmethod
+    def _promised_sums(state: State, without: str | None) -> Promised | None:
+        subtree: dict[str, Resources] = {}
+        own: dict[str, Resources] = {}
+        others = [
+            state.jobs[h]
+            for h in sorted(state.holders)
+            if h != without and h in state.jobs and state.jobs[h].status is JobStatus.PENDING
+        ]
+        if not others:
+            return None
+        for other in others:
+            held = sum(other.held.values(), ZERO)
+            for queue in state.ancestors(other.queue):
+                subtree[queue.id] = subtree.get(queue.id, ZERO) + held
+            if not other.preemptible:
+                own[other.queue] = own.get(other.queue, ZERO) + held
+        return subtree, own
 
     def _known_no_room(self, job: Job, tasks: int) -> bool:
         frees = self._changes()[1]

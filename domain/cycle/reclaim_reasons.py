@@ -89,14 +89,18 @@ def _why(
     usable = [j for j in running if j.preemptible and not j.interactive]
     if not usable:
         return "not_preemptible"
-    admitted = [v for v in usable if any(cycle.may_be_victim(job, v, r) for r in rules)]
-    if not admitted:
-        return "not_admitted"
-    if job.node_selector and not any(
-        state.nodes[n].matches(job.node_selector)
-        for v in admitted
-        for n in sorted(v.placements)
-        if n in state.nodes
-    ):
-        return "node_selector"
-    return "insufficient"
+    # The first admitted victim settles it, unless the job has a node selector: then the
+    # first admitted victim on a matching node does (the same answer as classifying all).
+    admitted = False
+    for victim in usable:
+        if not any(cycle.may_be_victim(job, victim, r) for r in rules):
+            continue
+        if not job.node_selector:
+            return "insufficient"
+        admitted = True
+        if any(
+            n in state.nodes and state.nodes[n].matches(job.node_selector)
+            for n in victim.placements
+        ):
+            return "insufficient"
+    return "node_selector" if admitted else "not_admitted"

@@ -101,6 +101,20 @@ class Room:
                 total += copies - self._copies.get(node_id, 0)
         return total
 
+    def could_grow(self, node_id: str, steps: list[VictimStep]) -> bool:
+        """Whether taking every one of `steps` could let the node hold one more task: its
+        free room plus what the steps free on it, counted in resources alone (an upper bound
+        of `Node.copies`, which also counts devices), must hold more copies than now."""
+        if not self._usable(node_id):
+            return False  # never counted: its copies stay 0
+        freed = ZERO
+        for step in steps:
+            for step_node, tasks in step.nodes:
+                if step_node == node_id:
+                    freed = freed + step.victim.per_task * tasks
+        free = self._state.nodes[node_id].free + freed
+        return self._job.per_task.max_copies_in(free) > self.copies(node_id)
+
     def recount(self, node_id: str) -> None:
         if self._usable(node_id):
             copies = self._state.nodes[node_id].copies(self._job.per_task)

@@ -167,16 +167,21 @@ class VictimSearch:
         """Per node, the steps (in least disruption order, forbidden ones skipped) that let it
         hold one more task of the job, cheapest node first: fewest of the highest priority
         disturbed, then fewest victims, then the least recent start, then node id. Each node
-        is tried on its own (its steps are given back after), so the cost is one pass over
-        the steps touching each node."""
+        is tried on its own and rolled back exactly after (placements and devices), so the
+        cost is one pass over the steps touching each node; a node whose free room plus all
+        its steps free could not hold one more task is not tried (`Room.could_grow`)."""
         on_node: dict[str, list[VictimStep]] = {}
         for step in steps:
             for node_id, _ in step.nodes:
                 on_node.setdefault(node_id, []).append(step)
         room = walk.room
+        statement = self._cycle.statement
         costed: list[tuple[tuple[object, ...], list[VictimStep]]] = []
         for node_id in sorted(on_node):
             before = room.copies(node_id)
+            if not room.could_grow(node_id, on_node[node_id]):
+                continue  # even all its steps would not free room for one more task
+            mark = statement.checkpoint()
             trial = _Walk(self, walk.job, walk.rule, room, None)
             for step in on_node[node_id]:
                 trial.take(step)
@@ -188,7 +193,12 @@ class VictimSearch:
                 at_top = sum(1 for order in orders if order[0] == top)
                 cost = (top, at_top, len(trial.victims), max(orders), node_id)
                 costed.append((cost, list(trial.chosen)))
-            trial.give_back_all()
+            # Undone exactly (placements and devices as before the trial), then every node a
+            # victim tried here runs on is recounted.
+            statement.rollback(mark)
+            touched = {n for step in on_node[node_id] for n in step.victim.placements}
+            for touched_id in sorted(touched):
+                room.recount(touched_id)
         costed.sort(key=lambda item: item[0])
         return [chosen for _, chosen in costed]
 
@@ -332,10 +342,3 @@ class _Walk:
                 attempt = self.search.fit(self.job, self.target)
                 if attempt.plan is not None:
                     self.found = attempt
-
-    def give_back_all(self) -> None:
-        for step in reversed(self.chosen):
-            self.room.give_back(step)
-        self.chosen = []
-        self.victims = []
-        self.next_index = {}

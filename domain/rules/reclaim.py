@@ -15,7 +15,7 @@ are one entity among its children (the OWN slot of fairshare).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from domain.commands import PreemptReason
 from domain.cycle.framework import CycleView
@@ -97,6 +97,32 @@ def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, floa
     return cached
 
 
+class _Candidates:
+    """Each rule's candidate queues per (preemptor's queue, resources asked), kept while the
+    usages they are read from are (the same key as `_Usages`): a blocked job's searches and
+    explain's reasons then cost a lookup instead of a walk over every queue."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, tuple[int, int]] = (-1, (-1, -1))
+        self.found: dict[tuple[object, ...], tuple[str, ...]] = {}
+
+
+def cached_candidates(
+    cycle: CycleView, key: tuple[object, ...], compute: Callable[[], Iterator[str]]
+) -> Iterator[str]:
+    """The candidate queues under `key` (rule, queue, resources asked), computed once per
+    state of the usages; `compute` reads only the usages, `queue.running` and quotas."""
+    memo = cycle.memo("reclaim_candidates", _Candidates)
+    now = (cycle.epoch(), cycle.version())
+    if memo.key != now:
+        memo.key = now
+        memo.found.clear()
+    found = memo.found.get(key)
+    if found is None:
+        found = memo.found[key] = tuple(compute())
+    return iter(found)
+
+
 def _usage_now(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
     queue, own = entity
     flight = in_flight(cycle)
@@ -154,6 +180,12 @@ class Reclaim:
 
     def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
         asked = _requested(job)
+        key = ("reclaim", job.queue, tuple(r for r, _ in asked))
+        return cached_candidates(cycle, key, lambda: self._candidates(cycle, job, asked))
+
+    def _candidates(
+        self, cycle: CycleView, job: Job, asked: list[tuple[int, int]]
+    ) -> Iterator[str]:
         for queue_id in sorted(cycle.state.queues):
             queue = cycle.state.queues[queue_id]
             if queue_id == job.queue or not queue.running:

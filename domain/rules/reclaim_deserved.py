@@ -23,7 +23,14 @@ from collections.abc import Iterator
 from domain.commands import PreemptReason
 from domain.cycle.framework import CycleView
 from domain.quota import UNLIMITED
-from domain.rules.reclaim import EPSILON, Entity, _requested, _usage, below_meeting_point
+from domain.rules.reclaim import (
+    EPSILON,
+    Entity,
+    _requested,
+    _usage,
+    below_meeting_point,
+    cached_candidates,
+)
 from domain.state import Job, State
 
 
@@ -64,8 +71,14 @@ class ReclaimDeserved:
         )
 
     def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
+        asked = guarded(cycle.state, job)
+        key = ("reclaim_deserved", job.queue, tuple(r for r, _ in asked))
+        return cached_candidates(cycle, key, lambda: self._candidates(cycle, job, asked))
+
+    def _candidates(
+        self, cycle: CycleView, job: Job, asked: list[tuple[int, int]]
+    ) -> Iterator[str]:
         state = cycle.state
-        asked = guarded(state, job)
         for queue_id in sorted(state.queues):
             queue = state.queues[queue_id]
             if queue_id == job.queue or not queue.running:
