@@ -133,11 +133,27 @@ class TopicConfigError(RuntimeError):
     """A topic is configured so that Kafka may delete records the scheduler still needs."""
 
 
-async def topic_configs(bootstrap: str, topic_names: Iterable[str]) -> dict[str, dict[str, str]]:
-    """The effective configuration of each existing topic (missing topics are left out)."""
+async def topic_configs(
+    bootstrap: str, topic_names: Iterable[str], wait_s: float = 0.0
+) -> dict[str, dict[str, str]]:
+    """The effective configuration of each existing topic (missing topics are left out).
+
+    With ``wait_s``, asks again for up to that long while some are missing: on a cluster,
+    the broker asked may not know a topic another broker has just created.
+    """
+    wanted = list(topic_names)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        found = await _describe_configs(bootstrap, wanted)
+        if len(found) == len(set(wanted)) or loop.time() >= deadline:
+            return found
+        await asyncio.sleep(0.5)
+
+
+async def _describe_configs(bootstrap: str, wanted: list[str]) -> dict[str, dict[str, str]]:
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    wanted = list(topic_names)
     admin = admin_client(bootstrap)
     await admin.start()
     try:
@@ -179,7 +195,8 @@ def retention_problems(
 
 async def check_retention(bootstrap: str, topics: Topics) -> None:
     """Raises TopicConfigError (one line, with the fix) if Kafka may delete journal records."""
-    found = await topic_configs(bootstrap, [topics.journal, topics.snapshots])
+    # The topics were just ensured: a broker that does not know them yet is asked again.
+    found = await topic_configs(bootstrap, [topics.journal, topics.snapshots], wait_s=30)
     problems = retention_problems(found.get(topics.journal), found.get(topics.snapshots))
     if problems:
         raise TopicConfigError(

@@ -75,7 +75,7 @@ def test_cli_flow_on_three_brokers(all_nodes_up: ClusterHandle, tmp_path: Path) 
 
     run("kafka", "topics", "--replication-factor", "3", "--min-insync-replicas", "2")
     topics = Topics.for_prefix(prefix)
-    configs = asyncio.run(topic_configs(bootstrap, [topics.journal]))
+    configs = asyncio.run(topic_configs(bootstrap, [topics.journal], wait_s=30))
     assert configs[topics.journal]["min.insync.replicas"] == "2"
     logs = {name: (tmp_path / f"{name}.log").open("wb") for name in ("scheduler", "agent")}
     processes = [
