@@ -18,10 +18,8 @@ from tests.support.flow import (
     QUEUE,
     ROOT,
     SchedulerProcess,
-    all_finished,
-    node_agents,
     outcome,
-    stream_jobs,
+    stream_with_kills,
     wait_for,
 )
 
@@ -46,24 +44,7 @@ async def test_sigkill_mid_stream_loses_and_duplicates_nothing(
         await wait_journaled(
             kafka_bootstrap, topics, cluster, lambda r: r.event.type == "QueueConfigured"
         )
-        async with node_agents(kafka_bootstrap, topics):
-
-            async def during(index: int) -> None:
-                if index in KILL_AT:
-                    # Kill while inputs, journal writes and commands are in flight.
-                    scheduler.kill()
-                    await asyncio.sleep(0.3)
-                    scheduler.start()
-                    # The next kill must hit a running scheduler, not one still starting.
-                    await wait_for(
-                        lambda: asyncio.sleep(0, scheduler.active()), "the restarted scheduler"
-                    )
-
-            await stream_jobs(kafka_bootstrap, topics, range(JOBS), during)
-            await wait_for(
-                lambda: all_finished(kafka_bootstrap, topics, cluster, JOBS), f"all {JOBS} jobs"
-            )
-        assert scheduler.terminate() == 0, scheduler.log()
+        await stream_with_kills(kafka_bootstrap, topics, cluster, scheduler, JOBS, KILL_AT)
     finally:
         scheduler.terminate()
 

@@ -13,10 +13,8 @@ from tests.streams.test_sequencer import make_topics, produce, wait_journaled
 from tests.support.flow import (
     QUEUE,
     SchedulerProcess,
-    all_finished,
-    node_agents,
     outcome,
-    stream_jobs,
+    stream_with_kills,
     wait_for,
 )
 
@@ -43,23 +41,7 @@ async def test_sigkill_while_snapshots_are_written_restarts_from_them_exactly(
         await wait_journaled(
             kafka_bootstrap, topics, cluster, lambda r: r.event.type == "QueueConfigured"
         )
-        async with node_agents(kafka_bootstrap, topics):
-
-            async def during(index: int) -> None:
-                if index in KILL_AT:
-                    # Jobs, agent reports and snapshots are all in flight here.
-                    scheduler.kill()
-                    await asyncio.sleep(0.3)
-                    scheduler.start()
-                    await wait_for(
-                        lambda: asyncio.sleep(0, scheduler.active()), "the restarted scheduler"
-                    )
-
-            await stream_jobs(kafka_bootstrap, topics, range(JOBS), during)
-            await wait_for(
-                lambda: all_finished(kafka_bootstrap, topics, cluster, JOBS), f"all {JOBS} jobs"
-            )
-        assert scheduler.terminate() == 0, scheduler.log()
+        await stream_with_kills(kafka_bootstrap, topics, cluster, scheduler, JOBS, KILL_AT)
     finally:
         scheduler.terminate()
 

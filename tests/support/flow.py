@@ -259,6 +259,34 @@ async def all_finished(bootstrap: str, topics: Topics, cluster: str, jobs: int) 
     return len(finished) >= jobs
 
 
+async def stream_with_kills(
+    bootstrap: str,
+    topics: Topics,
+    cluster: str,
+    scheduler: SchedulerProcess,
+    jobs: int,
+    kill_at: tuple[int, ...],
+) -> None:
+    """With fake agents answering, streams ``jobs`` jobs and SIGKILLs and restarts the
+    scheduler after each index in ``kill_at`` (inputs, journal writes, commands and snapshots
+    in flight), then waits until every job has finished and stops it cleanly."""
+    async with node_agents(bootstrap, topics):
+
+        async def during(index: int) -> None:
+            if index in kill_at:
+                scheduler.kill()
+                await asyncio.sleep(0.3)
+                scheduler.start()
+                # The next kill must hit a running scheduler, not one still starting.
+                await wait_for(
+                    lambda: asyncio.sleep(0, scheduler.active()), "the restarted scheduler"
+                )
+
+        await stream_jobs(bootstrap, topics, range(jobs), during)
+        await wait_for(lambda: all_finished(bootstrap, topics, cluster, jobs), f"all {jobs} jobs")
+    assert scheduler.terminate() == 0, scheduler.log()
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What the journal, the commands and the replay audit say about a run."""
