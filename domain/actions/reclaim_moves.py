@@ -15,6 +15,7 @@ job; at most MAX_PLANS jobs planned per cycle, and a job shape whose plan failed
 from __future__ import annotations
 
 from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
+from domain.cycle.displacement import superiors_key
 from domain.cycle.framework import Cycle, Outcome, PreemptionRule
 from domain.placement import Plan
 from domain.rules.reclaim_deserved import below_deserved
@@ -54,7 +55,6 @@ def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
     budget = cycle.memo("reclaim_moves", _Budget)
     if not budget.below_deserved(cycle, job):
         return None
-    explicit = cycle.explicit_reasons()
     for rule in cycle.plugins.preemption_rules:
         if not rule.fairness or rule.explicit or not rule.applies(cycle, job):
             continue
@@ -62,7 +62,7 @@ def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
             return Outcome.PREEMPTING
         shape: tuple[object, ...] = (type(rule).__name__, job.queue, job.priority)
         shape += (job.per_task, job.tasks, job.node_selector, job.module, job.preemptible)
-        shape += (tuple(sorted(i for i in job.displaced_by.items() if i[1] in explicit)),)
+        shape += (superiors_key(cycle, job),)
         changes = cycle.lasting_changes()
         if budget.plans >= MAX_PLANS or (
             changes is not None and budget.failed.get(shape) == changes

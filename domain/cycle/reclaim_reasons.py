@@ -14,6 +14,7 @@ shape while nothing lasting changed in the cycle.
 
 from __future__ import annotations
 
+from domain.cycle.displacement import superiors_key
 from domain.cycle.framework import Cycle, PreemptionRule
 from domain.reasons import Reason, ReasonKind, reason
 from domain.rules.reclaim_deserved import below_deserved
@@ -25,8 +26,7 @@ SHOWN = 5  # queues named in the sentence; the facts carry all of them
 def reclaim_reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
     """The reason why reclaim did not make room, or None when the job's queue may not
     reclaim at all (then the room reason stands alone)."""
-    explicit = cycle.explicit_reasons()
-    displaced = tuple(sorted(item for item in job.displaced_by.items() if item[1] in explicit))
+    displaced = superiors_key(cycle, job)
     key: tuple[object, ...] = (job.queue, job.per_task, job.tasks, job.node_selector)
     key += (job.priority, blocked.text, job.module, job.interactive, job.preemptible, displaced)
     memo: dict[object, tuple[int, Reason | None]] = cycle.memo("reclaim_reasons", dict)

@@ -9,6 +9,7 @@ See docs/preemption.md.
 
 from __future__ import annotations
 
+from domain.cycle.displacement import superiors_key
 from domain.cycle.framework import RELEASE_EPSILON, Attempt, Cycle, PreemptionRule, ReleaseBound
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
 from domain.resources import Resources
@@ -78,7 +79,6 @@ class VictimSearch:
         # change; anything issued, freed or set in the cycle is. A job displaced by an
         # explicit rule is judged with those displacements (reclaim never takes them back).
         cycle = self._cycle
-        explicit = cycle.explicit_reasons()
         shape = (
             type(rule).__name__,
             job.queue,
@@ -90,7 +90,7 @@ class VictimSearch:
             job.tasks,
             job.min_tasks,
             job.node_selector,
-            tuple(sorted(item for item in job.displaced_by.items() if item[1] in explicit)),
+            superiors_key(cycle, job),
         )
         before = cycle.lasting_changes()
         if before is not None and self._failed.get(shape) == before:

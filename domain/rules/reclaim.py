@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable, Iterator
 
 from domain.commands import PreemptReason
+from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import CycleView
 from domain.state import Job, Queue, State
 
@@ -197,8 +198,9 @@ class Reclaim:
     def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         if victim.queue == job.queue:
             return False
-        # Explicit PAI rules dominate fairness: never take back from who displaced us.
-        if job.displaced_by.get(victim.id) in cycle.explicit_reasons():
+        # Explicit PAI rules dominate fairness: never take back from who displaced us, directly
+        # or through a chain of preemptions.
+        if victim.id in explicit_superiors(cycle, job):
             return False
         state = cycle.state
         if not self._within_share(cycle, job, below_meeting_point(state, job.queue, victim.queue)):

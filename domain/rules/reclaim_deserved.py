@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from domain.commands import PreemptReason
+from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import CycleView
 from domain.quota import UNLIMITED
 from domain.rules.reclaim import (
@@ -91,7 +92,7 @@ class ReclaimDeserved:
     def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         if victim.queue == job.queue:
             return False
-        if job.displaced_by.get(victim.id) in cycle.explicit_reasons():
+        if victim.id in explicit_superiors(cycle, job):
             return False
         state = cycle.state
         if not self._within_deserved(

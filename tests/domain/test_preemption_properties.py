@@ -10,7 +10,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.commands import NodeCommand
+from domain.commands import NodeCommand, Preempt
 from domain.events import Event
 from domain.resources import ZERO
 from domain.simulation import Simulator
@@ -29,8 +29,18 @@ RULE_REASONS = {
 }
 
 
+# A job stopped more often than this at one ts means the scheduler oscillates (contract §6:
+# no preemption cycles); the check fails at once instead of looping until the test times out.
+MOST_STOPS_AT_ONE_TS = 3
+
+
 class CheckedSimulator(Simulator):
-    """Checks node capacity and bookkeeping after every record it folds and every round."""
+    """Checks node capacity and bookkeeping after every record it folds and every round, and
+    that no job is stopped again and again at one ts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stops: dict[tuple[int, str], set[int]] = defaultdict(set)  # attempts stopped
 
     def _append(self, ts: int, event: Event) -> None:
         super()._append(ts, event)
@@ -38,6 +48,10 @@ class CheckedSimulator(Simulator):
 
     def _answer(self, ts: int, command: NodeCommand) -> None:
         check_state(self.state)
+        if isinstance(command, Preempt):
+            self._stops[(ts, command.job)].add(command.attempt)
+            stops = len(self._stops[(ts, command.job)])
+            assert stops <= MOST_STOPS_AT_ONE_TS, f"{command.job} stopped {stops}x at ts {ts}"
         super()._answer(ts, command)
 
 
