@@ -6,9 +6,17 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 BOOTSTRAP_ENV = "QUOTAFLOW_BOOTSTRAP"
 BROKER_ENV = "QUOTAFLOW_TEST_BROKER"  # "maven" (default) or "docker" (testcontainers)
+
+# Property tests draw the same examples on every run of the suite ("suite", the default), so
+# a change passes or fails the same way here and in CI. `bench/property_hunt` explores fresh
+# random examples ("explore") by hand, many seeds at a time; what it finds becomes a test.
+settings.register_profile("suite", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
