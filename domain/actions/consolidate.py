@@ -125,24 +125,35 @@ def plan_moves(
             tries += 1
             before = room.total
             old = dict(resident.placements)
+            excluded = locked | set(old) | {target}
+            # Where the resident could go is found before it is lifted: lifting it frees room
+            # only on its own nodes, which are excluded, so the plan is the same and a
+            # resident with nowhere to go costs no tentative change.
+            new = find_placement(state, resident, sum(old.values()), binpack, exclude=excluded)
+            if new is None:
+                continue
+            # Only the resident's old nodes can gain room (its new ones only lose some): when
+            # none of them could hold one more task once it leaves, the move cannot help.
+            if not any(
+                room.could_grow_freeing(node_id, resident.per_task * placed)
+                for node_id, placed in sorted(old.items())
+            ):
+                continue
             trial = statement.checkpoint()
             for node_id, placed in sorted(old.items()):
                 statement.unplace(resident, node_id, placed)
-            excluded = locked | set(old) | {target}
-            new = find_placement(state, resident, sum(old.values()), binpack, exclude=excluded)
-            if new is not None:
-                for node_id in sorted(new):
-                    statement.place(resident, node_id, new[node_id])
-                for node_id in sorted(set(old) | set(new)):
-                    room.recount(node_id)
-                if room.total > before:
-                    statement.accept(trial)
-                    moves.append(Move(resident, new))
-                    moved.add(resident.id)
-                    locked |= set(old) | {target}
-                    continue
+            for node_id in sorted(new):
+                statement.place(resident, node_id, new[node_id])
+            for node_id in sorted(set(old) | set(new)):
+                room.recount(node_id)
+            if room.total > before:
+                statement.accept(trial)
+                moves.append(Move(resident, new))
+                moved.add(resident.id)
+                locked |= set(old) | {target}
+                continue
             statement.rollback(trial)
-            for node_id in sorted(set(old) | set(new or {})):
+            for node_id in sorted(set(old) | set(new)):
                 room.recount(node_id)
     if room.total >= tasks:
         plan = cycle.fit(job, tasks).plan

@@ -105,13 +105,18 @@ class Room:
         """Whether taking every one of `steps` could let the node hold one more task: its
         free room plus what the steps free on it, counted in resources alone (an upper bound
         of `Node.copies`, which also counts devices), must hold more copies than now."""
-        if not self._usable(node_id):
-            return False  # never counted: its copies stay 0
         freed = ZERO
         for step in steps:
             for step_node, tasks in step.nodes:
                 if step_node == node_id:
                     freed = freed + step.victim.per_task * tasks
+        return self.could_grow_freeing(node_id, freed)
+
+    def could_grow_freeing(self, node_id: str, freed: Resources) -> bool:
+        """Whether freeing `freed` on the node could let it hold one more task (the same
+        upper bound as `could_grow`)."""
+        if not self._usable(node_id):
+            return False  # never counted: its copies stay 0
         free = self._state.nodes[node_id].free + freed
         return self._job.per_task.max_copies_in(free) > self.copies(node_id)
 
