@@ -126,18 +126,18 @@ def plan_moves(
             before = room.total
             old = dict(resident.placements)
             excluded = locked | set(old) | {target}
-            # Where the resident could go is found before it is lifted: lifting it frees room
-            # only on its own nodes, which are excluded, so the plan is the same and a
-            # resident with nowhere to go costs no tentative change.
-            new = find_placement(state, resident, sum(old.values()), binpack, exclude=excluded)
-            if new is None:
-                continue
             # Only the resident's old nodes can gain room (its new ones only lose some): when
             # none of them could hold one more task once it leaves, the move cannot help.
             if not any(
                 room.could_grow_freeing(node_id, resident.per_task * placed)
                 for node_id, placed in sorted(old.items())
             ):
+                continue
+            # Where the resident could go is found before it is lifted: lifting it frees room
+            # only on its own nodes, which are excluded, so the plan is the same and a
+            # resident with nowhere to go costs no tentative change.
+            new = find_placement(state, resident, sum(old.values()), binpack, exclude=excluded)
+            if new is None:
                 continue
             trial = statement.checkpoint()
             for node_id, placed in sorted(old.items()):
