@@ -14,8 +14,11 @@ BROKER_ENV = "QUOTAFLOW_TEST_BROKER"  # "maven" (default) or "docker" (testconta
 # Property tests draw the same examples on every run of the suite ("suite", the default), so
 # a change passes or fails the same way here and in CI. `bench/property_hunt` explores fresh
 # random examples ("explore") by hand, many seeds at a time; what it finds becomes a test.
-settings.register_profile("suite", derandomize=True, database=None, print_blob=True)
-settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+# No deadlines: a loaded machine must not fail a property (timing lives in bench/).
+settings.register_profile("suite", derandomize=True, database=None, print_blob=True, deadline=None)
+settings.register_profile(
+    "explore", derandomize=False, database=None, print_blob=True, deadline=None
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 

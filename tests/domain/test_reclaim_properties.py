@@ -140,15 +140,15 @@ def victims_free_room(state: State, job: Job) -> bool:
     return False
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
-)
 def _inputs_before(lines: list[dict[str, Any]], ts: int) -> int:
     """How many input lines came at or before `ts`: preemptions with the same count saw the
     same demand."""
     return sum(1 for line in lines if line["ts"] <= ts)
 
 
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
 @given(lines=scenarios())
 def test_no_queue_waits_below_its_deserved_quota_while_another_is_above_its_own(
     lines: list[dict[str, Any]],
