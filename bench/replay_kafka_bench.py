@@ -53,7 +53,9 @@ async def _produce(bootstrap: str, prefix: str, records: int, partitions: int) -
             state, commands = fold(state, record)
             for command in commands:
                 node = command.to_wire()["node"].encode()
-                pending.append(await producer.send(topics.commands, encode_command(command), key=node))
+                pending.append(
+                    await producer.send(topics.commands, encode_command(command), key=node)
+                )
             sent += len(commands)
             if len(pending) >= 20_000:
                 await asyncio.gather(*pending)
