@@ -7,6 +7,8 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+from aiokafka import TopicPartition
+
 from domain.audit import AuditReport, audit
 from domain.codec import decode_command, decode_journal
 from domain.events import JournalRecord
@@ -41,10 +43,12 @@ async def replay(
     cluster: str | None = None,
     snapshots: bool = True,
     until: int | None = None,
+    journal_ends: dict[TopicPartition, int] | None = None,
 ) -> AuditReport:
     """Re-folds the journal and checks every command on quotaflow.commands against it,
     and every snapshot still on quotaflow.snapshots (unless `snapshots` is False); with
-    `until`, only the journal records up to that time (and no snapshots).
+    `until`, only the journal records up to that time (and no snapshots). `journal_ends`:
+    where the journal read stops (default: its end now).
 
     The journal's end is fixed before the commands' and the snapshots' ends, and each
     batch's journal records, commands and snapshot commit in one transaction, so every
@@ -56,7 +60,7 @@ async def replay(
     the fold reaches its seq. Memory is bounded by the state, not by the topics' length.
     """
     topics = Topics.for_prefix(topic_prefix)
-    ends = await end_offsets(bootstrap, topics.journal)
+    ends = journal_ends or await end_offsets(bootstrap, topics.journal)
     loop = asyncio.get_running_loop()
     commands = CommandPages(bootstrap, topics.commands)
     found = None
