@@ -26,7 +26,7 @@ from domain.codec import decode_command
 from domain.snapshot import SnapshotError
 from streams.journal_reader import stream_to_end
 from streams.kafka_io import partitions_of, read_committed_consumer
-from streams.snapshot_reader import _assemble, _consumer_on
+from streams.snapshot_reader import assemble_snapshot, snapshot_consumer
 from streams.snapshots import Manifest, manifest_cluster
 
 __all__ = ["CommandPages", "SnapshotPages"]
@@ -112,7 +112,7 @@ class SnapshotPages:
         self.found: list[tuple[int, Manifest | None, str, bool]] = []
 
     async def start(self) -> None:
-        self.consumer, self.tp = await _consumer_on(self.bootstrap, self.topic)
+        self.consumer, self.tp = await snapshot_consumer(self.bootstrap, self.topic)
         manifests: list[Record] = []
         async for page in stream_to_end(self.bootstrap, self.topic, page_records=MANIFEST_PAGE):
             for record in page:
@@ -140,7 +140,7 @@ class SnapshotPages:
 
     async def body(self, manifest: Manifest) -> bytes:
         assert self.consumer is not None and self.tp is not None, "start() first"
-        return (await _assemble(self.consumer, self.tp, manifest)).body
+        return (await assemble_snapshot(self.consumer, self.tp, manifest)).body
 
     def snapshots(self, loop: asyncio.AbstractEventLoop) -> Iterator[SnapshotInput]:
         """(seq, canonical bytes or None, problem) in seq order, each fetched when asked for."""
