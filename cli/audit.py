@@ -7,7 +7,7 @@ import asyncio
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from cli.common import EXIT_ERROR, EXIT_USAGE, CliError, resolve_bootstrap
 from cli.view_render import _print_json, _when, render_jobs, render_queues
@@ -77,7 +77,8 @@ def _replay_audit(args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     until = parse_time(args.until)
-    commands: list[dict[str, Any]] | None = None
+    commands: Iterator[dict[str, Any]] | None = None
+    code = 0
     # The journal streams through each fold (memory bounded by the state, not the journal);
     # `journal()` starts a fresh pass over the same records.
     journal: Callable[[], Iterator[JournalRecord]]
@@ -85,19 +86,23 @@ def _replay_audit(args: argparse.Namespace) -> int:
         path = args.file
         journal = lambda: iter_file(path)  # noqa: E731
         if args.commands:
-            commands = [decode_command(line) for line in _lines(args.commands)]
+            commands = (decode_command(line) for line in _lines(args.commands))
     else:
         from streams.journal_reader import end_offsets, iter_journal
         from streams.kafka_io import Topics
-        from streams.replay import read_commands
+        from streams.replay import replay
 
         topics = Topics.for_prefix(args.topic_prefix)
         bootstrap = resolve_bootstrap(args.bootstrap)
-        # The journal's end is fixed before the commands are read, so every command the
-        # journal read explains has been read too.
-        ends = asyncio.run(end_offsets(bootstrap, topics.journal))
-        commands = asyncio.run(read_commands(bootstrap, args.topic_prefix))
         cluster = getattr(args, "cluster", None)
+        # The audit up to `until` streams the journal and the commands (streams/replay.py);
+        # the state at that time is then a second streamed pass over the same records.
+        ends = asyncio.run(end_offsets(bootstrap, topics.journal))
+        report = asyncio.run(
+            replay(bootstrap, args.topic_prefix, cluster, False, until=until, journal_ends=ends)
+        )
+        print(report.summary())
+        code = 0 if report.ok else 1
         journal = lambda: iter_journal(bootstrap, topics.journal, cluster, ends)  # noqa: E731
 
     def records() -> Iterator[JournalRecord]:
@@ -105,11 +110,10 @@ def _replay_audit(args: argparse.Namespace) -> int:
             return journal()
         return itertools.takewhile(lambda record: record.ts <= until, journal())
 
-    code = 0
     if commands is not None:
-        report = audit(records(), commands)
-        print(report.summary())
-        code = 0 if report.ok else 1
+        file_report = audit(records(), commands)
+        print(file_report.summary())
+        code = 0 if file_report.ok else 1
     if until is None and commands is None:
         view = View()
         emitted = 0
@@ -139,10 +143,19 @@ def _replay_audit(args: argparse.Namespace) -> int:
     return code
 
 
-def _lines(path: str) -> list[bytes]:
+def _lines(path: str) -> Iterator[bytes]:
+    """The file's non-blank lines, read as the audit asks for them."""
     try:
-        return [line for line in Path(path).read_bytes().splitlines() if line.strip()]
+        handle = Path(path).open("rb")  # noqa: SIM115
     except FileNotFoundError:
         raise CliError(f"{path}: no such file", EXIT_USAGE) from None
     except OSError as exc:
         raise CliError(f"{path}: cannot read: {exc.strerror or exc}", EXIT_USAGE) from None
+    return _non_blank(handle)
+
+
+def _non_blank(handle: BinaryIO) -> Iterator[bytes]:
+    with handle:
+        for line in handle:
+            if line.strip():
+                yield line.rstrip(b"\r\n")

@@ -20,7 +20,14 @@ from domain.state import State
 from streams.kafka_io import read_committed_consumer
 from streams.snapshots import READ_TIMEOUT_S, Manifest, chunk_key, manifest_cluster, no_gc
 
-__all__ = ["LoadedSnapshot", "newest_first", "read_journal_from", "read_snapshots"]
+__all__ = [
+    "LoadedSnapshot",
+    "assemble_snapshot",
+    "newest_first",
+    "read_journal_from",
+    "read_snapshots",
+    "snapshot_consumer",
+]
 
 log = logging.getLogger("quotaflow.snapshots")
 
@@ -32,7 +39,7 @@ class LoadedSnapshot:
     body: bytes
 
 
-async def _consumer_on(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, TopicPartition]:
+async def snapshot_consumer(bootstrap: str, topic: str) -> tuple[AIOKafkaConsumer, TopicPartition]:
     consumer = read_committed_consumer(bootstrap)
     await consumer.start()
     tp = TopicPartition(topic, 0)
@@ -58,7 +65,7 @@ async def _read_range(
     return out
 
 
-async def _assemble(
+async def assemble_snapshot(
     consumer: AIOKafkaConsumer, tp: TopicPartition, manifest: Manifest
 ) -> LoadedSnapshot:
     """The snapshot a manifest names, checked; raises SnapshotError saying what is wrong."""
@@ -98,7 +105,7 @@ async def newest_first(
     not cost more when compaction has not yet removed older ones. Close it (aclosing) when
     done early.
     """
-    consumer, tp = await _consumer_on(bootstrap, topic)
+    consumer, tp = await snapshot_consumer(bootstrap, topic)
     try:
         begin = (await consumer.beginning_offsets([tp]))[tp]
         end = (await consumer.end_offsets([tp]))[tp]
@@ -112,7 +119,7 @@ async def newest_first(
                     continue
                 try:
                     manifest = Manifest.from_bytes(record.value)
-                    loaded = await _assemble(consumer, tp, manifest)
+                    loaded = await assemble_snapshot(consumer, tp, manifest)
                 except (SnapshotError, ValueError, KeyError, TypeError) as exc:
                     log.warning("snapshot at %s@%d passed over: %s", topic, record.offset, exc)
                     continue
@@ -127,7 +134,7 @@ async def read_snapshots(
     bootstrap: str, topic: str, cluster: str | None = None
 ) -> list[tuple[int, bytes | None, str]]:
     """Every snapshot still in the topic as (seq, canonical bytes or None, problem), oldest first."""
-    consumer, tp = await _consumer_on(bootstrap, topic)
+    consumer, tp = await snapshot_consumer(bootstrap, topic)
     try:
         end = (await consumer.end_offsets([tp]))[tp]
         begin = (await consumer.beginning_offsets([tp]))[tp]
@@ -149,7 +156,7 @@ async def read_snapshots(
                 out.append((-1, None, f"manifest at offset {record.offset} unreadable: {exc}"))
                 continue
             try:
-                loaded = await _assemble(consumer, tp, manifest)
+                loaded = await assemble_snapshot(consumer, tp, manifest)
                 out.append((manifest.seq, loaded.body, ""))
             except SnapshotError as exc:
                 if newest[record.key] != record.offset:
@@ -164,7 +171,7 @@ async def read_journal_from(
     bootstrap: str, topic: str, offset: int, cluster_key: bytes
 ) -> list[JournalRecord]:
     """The cluster's committed journal records from `offset` to the end (one partition)."""
-    consumer, tp = await _consumer_on(bootstrap, topic)
+    consumer, tp = await snapshot_consumer(bootstrap, topic)
     try:
         end = (await consumer.end_offsets([tp]))[tp]
         records = await _read_range(consumer, tp, offset, end)
