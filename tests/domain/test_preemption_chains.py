@@ -9,17 +9,11 @@ from typing import Any
 import orjson
 
 from domain.simulation import Simulator
+from tests.domain.test_preemption_properties import queue_line
 
 
 def queue(name: str, parent: str | None, quota: int, **preemption: Any) -> dict[str, Any]:
-    return {
-        "type": "QueueConfigured",
-        "ts": 0,
-        "queue": name,
-        "parent": parent,
-        "resources": {"gpu": {"quota": quota, "limit": -1}},
-        "preemption": {"within_queue": False, **preemption},
-    }
+    return queue_line(name, parent, quota, {"within_queue": False, **preemption})
 
 
 def job(name: str, queue: str, priority: int, module: str, gpu: float, **fields: Any) -> dict:

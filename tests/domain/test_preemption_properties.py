@@ -104,10 +104,10 @@ def scenarios(draw: st.DrawFn) -> list[dict[str, Any]]:
         return preemption
 
     queues = ["p", "p-x", "p-y", "q"]
-    lines.append(_queue("p", None, -1, rules(True)))
-    lines.append(_queue("p-x", "p", draw(st.integers(0, 4)), rules(False)))
-    lines.append(_queue("p-y", "p", draw(st.integers(0, 4)), rules(False)))
-    lines.append(_queue("q", None, draw(st.integers(0, 8)), rules(False)))
+    lines.append(queue_line("p", None, -1, rules(True)))
+    lines.append(queue_line("p-x", "p", draw(st.integers(0, 4)), rules(False)))
+    lines.append(queue_line("p-y", "p", draw(st.integers(0, 4)), rules(False)))
+    lines.append(queue_line("q", None, draw(st.integers(0, 8)), rules(False)))
     for index in range(draw(st.integers(1, 4))):
         gpus = draw(st.sampled_from([1, 2, 4, 8]))
         lines.append(
@@ -141,7 +141,10 @@ def scenarios(draw: st.DrawFn) -> list[dict[str, Any]]:
     return lines
 
 
-def _queue(name: str, parent: str | None, quota: int, preemption: dict[str, Any]) -> dict[str, Any]:
+def queue_line(
+    name: str, parent: str | None, quota: int, preemption: dict[str, Any]
+) -> dict[str, Any]:
+    """A QueueConfigured wire line at ts 0 with a GPU quota and no limit."""
     return {
         "type": "QueueConfigured",
         "ts": 0,
