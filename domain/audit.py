@@ -1,4 +1,4 @@
-"""The replay audit: re-fold the journal and check every observed command and snapshot against it, as they stream past (pure).
+"""The replay audit: re-fold the journal, check commands and snapshots as they stream (pure).
 
 Kafka orders records only within a partition, and commands are keyed by node, so the audit
 compares per node: the k-th command observed for a node must equal the k-th command the
