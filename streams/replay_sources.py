@@ -1,4 +1,4 @@
-"""What the replay audit reads besides the journal, lazily: commands per partition, snapshots one at a time (I/O shell).
+"""What the replay audit reads besides the journal, lazily: commands and snapshots (I/O shell).
 
 The audit (domain/audit.py) is synchronous and runs in a worker thread; it pulls from the
 iterators here, which fetch through the caller's event loop (`run_coroutine_threadsafe`),
