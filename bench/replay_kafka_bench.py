@@ -1,4 +1,4 @@
-"""Kafka replay: records/s and peak memory of `quotaflow replay` over a real broker at two journal lengths (bench).
+"""Kafka replay: records/s and peak memory of `quotaflow replay` at two journal lengths (bench).
 
 For each length a fresh topic prefix gets bench/replay_bench.py's generated journal (keyed by
 cluster, as the sequencer writes it) and the commands its fold emits (keyed by node, over

@@ -1,4 +1,4 @@
-"""The replay audit's verdicts: command and snapshot checks, the first divergence, the report (pure)."""
+"""The replay audit's verdicts: command and snapshot checks, first divergence, report (pure)."""
 
 from __future__ import annotations
 

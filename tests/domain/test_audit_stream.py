@@ -1,4 +1,4 @@
-"""The replay audit streams: it pulls the journal, the commands and the snapshots lazily and holds only what is unpaired (pure)."""
+"""The replay audit streams: lazy pulls of journal, commands and snapshots; little held (pure)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The streaming replay against a real broker: commands over several partitions, a wrong command found, --until."""
+"""Streaming replay on a real broker: commands over partitions, a wrong command found, --until."""
 
 from __future__ import annotations
 
