@@ -29,7 +29,7 @@ from streams.kafka_io import partitions_of, read_committed_consumer
 from streams.snapshot_reader import assemble_snapshot, snapshot_consumer
 from streams.snapshots import Manifest, manifest_cluster
 
-__all__ = ["CommandPages", "SnapshotPages"]
+__all__ = ["CommandPages", "SnapshotPages", "read_snapshots"]
 
 COMMAND_PAGE = 2_000  # commands fetched per partition at a time
 MANIFEST_PAGE = 16  # snapshot records per page while looking for manifests (chunks are 512 KB)
@@ -138,18 +138,34 @@ class SnapshotPages:
             await self.consumer.stop()
             self.consumer = None
 
-    async def body(self, manifest: Manifest) -> bytes:
+    async def load(self, found: tuple[int, Manifest | None, str, bool]) -> SnapshotInput | None:
+        """One found snapshot as (seq, canonical bytes or None, problem); None for one whose
+        chunks are gone because a newer snapshot took its slot (compaction may remove them)."""
         assert self.consumer is not None and self.tp is not None, "start() first"
-        return (await assemble_snapshot(self.consumer, self.tp, manifest)).body
+        seq, manifest, problem, newest = found
+        if manifest is None:
+            return (seq, None, problem)
+        try:
+            return (seq, (await assemble_snapshot(self.consumer, self.tp, manifest)).body, "")
+        except SnapshotError as exc:
+            return (seq, None, str(exc)) if newest else None
 
     def snapshots(self, loop: asyncio.AbstractEventLoop) -> Iterator[SnapshotInput]:
         """(seq, canonical bytes or None, problem) in seq order, each fetched when asked for."""
-        for seq, manifest, problem, newest in self.found:
-            if manifest is None:
-                yield (seq, None, problem)
-                continue
-            try:
-                yield (seq, _call(loop, self.body(manifest)), "")
-            except SnapshotError as exc:
-                if newest:  # else a newer snapshot took its slot; compaction may remove chunks
-                    yield (seq, None, str(exc))
+        for found in self.found:
+            loaded = _call(loop, self.load(found))
+            if loaded is not None:
+                yield loaded
+
+
+async def read_snapshots(
+    bootstrap: str, topic: str, cluster: str | None = None
+) -> list[SnapshotInput]:
+    """Every snapshot still in the topic, loaded at once, in seq order (for tests and tools;
+    the replay audit pulls them one at a time)."""
+    pages = SnapshotPages(bootstrap, topic, cluster)
+    try:
+        await pages.start()
+        return [loaded for found in pages.found if (loaded := await pages.load(found))]
+    finally:
+        await pages.stop()

@@ -25,7 +25,6 @@ __all__ = [
     "assemble_snapshot",
     "newest_first",
     "read_journal_from",
-    "read_snapshots",
     "snapshot_consumer",
 ]
 
@@ -126,43 +125,6 @@ async def newest_first(
                 yield loaded
             high = low
             window *= 4
-    finally:
-        await consumer.stop()
-
-
-async def read_snapshots(
-    bootstrap: str, topic: str, cluster: str | None = None
-) -> list[tuple[int, bytes | None, str]]:
-    """Every snapshot still in the topic as (seq, canonical bytes or None, problem), oldest first."""
-    consumer, tp = await snapshot_consumer(bootstrap, topic)
-    try:
-        end = (await consumer.end_offsets([tp]))[tp]
-        begin = (await consumer.beginning_offsets([tp]))[tp]
-        records = await _read_range(consumer, tp, begin, end)
-        manifests = [
-            record
-            for record in records
-            if (owner := manifest_cluster(record.key)) is not None
-            and record.value is not None
-            and (cluster is None or owner == cluster)
-        ]
-        newest = {record.key: record.offset for record in manifests}
-        out: list[tuple[int, bytes | None, str]] = []
-        for record in manifests:
-            assert record.value is not None
-            try:
-                manifest = Manifest.from_bytes(record.value)
-            except (ValueError, KeyError, TypeError) as exc:
-                out.append((-1, None, f"manifest at offset {record.offset} unreadable: {exc}"))
-                continue
-            try:
-                loaded = await assemble_snapshot(consumer, tp, manifest)
-                out.append((manifest.seq, loaded.body, ""))
-            except SnapshotError as exc:
-                if newest[record.key] != record.offset:
-                    continue  # a newer snapshot took its slot; compaction may remove its chunks
-                out.append((manifest.seq, None, str(exc)))
-        return out
     finally:
         await consumer.stop()
 

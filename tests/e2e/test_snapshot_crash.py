@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.snapshot_reader import read_snapshots
+from streams.replay_sources import read_snapshots
 from tests.streams.test_sequencer import make_topics, produce, wait_journaled
 from tests.support.flow import (
     QUEUE,

@@ -15,8 +15,8 @@ from domain.decider import close_group, fold, initial_state
 from domain.snapshot import encode_state
 from streams.kafka_io import Topics, idempotent_producer, read_to_end
 from streams.replay import read_journal, replay
+from streams.replay_sources import read_snapshots
 from streams.sequencer import Scheduler
-from streams.snapshot_reader import read_snapshots
 from streams.snapshots import Manifest, manifest_key
 from tests.streams.test_sequencer import (
     WAIT_S,
