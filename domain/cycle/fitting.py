@@ -106,25 +106,42 @@ class Fitter:
         """What is held for the pending preemptors other than the job, summed per queue over
         its subtree, and per queue over its own non-preemptible jobs; None when nothing is.
         Kept while no allocation, hold or stop changed (the statement's epoch and frees):
-        holds, and a holder's dispatch, change both; a job that is itself a holder gets its
-        own sums, without itself (each sum adds the same holders in the same order)."""
+        holds, and a holder's dispatch, change both; a job that is itself a holder gets the
+        sums with its own held room taken away."""
         state = self._state
         key = (*self._changes(), len(state.holders))
         if self._promised_key != key:
             self._promised_key = key
-            self._promised_all = self._promised_sums(state, None)
+            self._promised_all = self._promised_sums(state)
         if job.id not in state.holders:
             return self._promised_all
-        return self._promised_sums(state, job.id)
+        return self._without(state, job, self._promised_all)
 
     @staticmethod
-    def _promised_sums(state: State, without: str | None) -> Promised | None:
+    def _without(state: State, job: Job, promised: Promised | None) -> Promised | None:
+        """The sums without a holder's own held room: amounts are exact integers, so taking
+        it away gives what summing the other holders gives (a zero sum counts as none)."""
+        if promised is None or job.status is not JobStatus.PENDING:
+            return promised
+        held = sum(job.held.values(), ZERO)
+        subtree = dict(promised[0])
+        for queue in state.ancestors(job.queue):
+            subtree[queue.id] = subtree[queue.id] - held
+        own = promised[1]
+        if not job.preemptible:
+            own = {**own, job.queue: own[job.queue] - held}
+        if all(amount.is_zero() for amount in subtree.values()):
+            return None
+        return subtree, own
+
+    @staticmethod
+    def _promised_sums(state: State) -> Promised | None:
         subtree: dict[str, Resources] = {}
         own: dict[str, Resources] = {}
         others = [
             state.jobs[h]
             for h in sorted(state.holders)
-            if h != without and h in state.jobs and state.jobs[h].status is JobStatus.PENDING
+            if h in state.jobs and state.jobs[h].status is JobStatus.PENDING
         ]
         if not others:
             return None
