@@ -120,7 +120,8 @@ class Fitter:
     @staticmethod
     def _without(state: State, job: Job, promised: Promised | None) -> Promised | None:
         """The sums without a holder's own held room: amounts are exact integers, so taking
-        it away gives what summing the other holders gives (a zero sum counts as none)."""
+        it away gives what summing the other holders gives; `_reserved_breach` skips zero sums,
+        so a holder that is the only one is checked as if nothing were held."""
         if promised is None or job.status is not JobStatus.PENDING:
             return promised
         held = sum(job.held.values(), ZERO)
@@ -130,8 +131,6 @@ class Fitter:
         own = promised[1]
         if not job.preemptible:
             own = {**own, job.queue: own[job.queue] - held}
-        if all(amount.is_zero() for amount in subtree.values()):
-            return None
         return subtree, own
 
     @staticmethod
