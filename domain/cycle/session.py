@@ -37,6 +37,8 @@ class Session:
         self._placed: list[Job] = []  # leave pending lists after the allocate action
         self._dispatched_now: set[str] = set()  # never victims in the same cycle
         self._memo: dict[str, object] = {}  # per-cycle caches of plug-ins, by plug-in name
+        # Per job shape: (lasting changes when a job of that shape was found blocked, why).
+        self._blocked: dict[tuple[object, ...], tuple[int, Reason | None]] = {}
         self._fitter = Fitter(state, self.placement, self._changes)
         self._victims = VictimSearch(self, self._dispatched_now)
         self._explicit = frozenset(r.reason for r in plugins.preemption_rules if r.explicit)
@@ -112,7 +114,30 @@ class Session:
         return self._fitter.fit(job, tasks)
 
     def try_schedule(self, job: Job) -> tuple[Outcome, Reason | None]:
-        """Places the job now, or starts a preemption for it, or says why it is blocked."""
+        """Places the job now, or starts a preemption for it, or says why it is blocked.
+
+        A job like one found blocked in this cycle, with no lasting change since, is blocked
+        for the same reason: a blocked try changes nothing that lasts (its trials roll back),
+        and what it reads of the job is its shape (`_shape`). So a backlog of look-alike jobs
+        costs one try per shape until something is placed, stopped or freed. A job with room
+        held for it, victims awaited or displacers to respect is always tried in full."""
+        shape = _shape(job)
+        changes = self.lasting_changes()
+        if shape is not None and changes is not None:
+            blocked = self._blocked.get(shape)
+            if blocked is not None and blocked[0] == changes:
+                return Outcome.BLOCKED, blocked[1]
+        outcome, why = self._try(job)
+        if (
+            outcome is Outcome.BLOCKED
+            and shape is not None
+            and changes is not None
+            and self.lasting_changes() == changes
+        ):
+            self._blocked[shape] = (changes, why)
+        return outcome, why
+
+    def _try(self, job: Job) -> tuple[Outcome, Reason | None]:
         if job.awaiting:
             awaiting = {v for v in job.awaiting if self.still_stopping(v)}
             self._statement.set(job, "awaiting", awaiting)
@@ -221,3 +246,21 @@ class Session:
         if emit:
             statement.emit(commands)
         return commands
+
+
+def _shape(job: Job) -> tuple[object, ...] | None:
+    """Everything trying a pending job reads of it, or None for a job whose try also reads
+    its own history (held room, awaited victims, who displaced it)."""
+    if job.held or job.awaiting or job.displaced_by or job.status is not JobStatus.PENDING:
+        return None
+    return (
+        job.queue,
+        job.priority,
+        job.module,
+        job.interactive,
+        job.preemptible,
+        job.per_task,
+        job.tasks,
+        job.min_tasks,
+        job.node_selector,
+    )
