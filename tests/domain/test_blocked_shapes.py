@@ -1,0 +1,131 @@
+"""A job shaped like one already found blocked in the cycle is not tried again: the commands and
+the reasons are the same as when every job is tried in full."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from domain.cycle import session
+from domain.pending import Standing
+from domain.reasons import ReasonKind
+from domain.simulation import Simulator
+from domain.state import JobStatus
+from tests.domain.harness import Cluster, job, node, queue
+from tests.domain.test_preemption_properties import MODULES, queue_line
+
+POLICIES = ["round_robin", "intelligent", "balance", "fifo"]  # most skip a blocked job
+FIELDS = {
+    "queue": st.sampled_from(["p-x", "p-y", "q"]),
+    "priority": st.integers(1, 9),
+    "module": st.sampled_from(MODULES),
+    "tasks": st.integers(1, 3),
+    "resources": st.sampled_from([0.5, 1, 2, 4]).map(lambda gpu: {"gpu": gpu}),
+    "preemptible": st.booleans(),
+    "interactive": st.booleans(),
+}
+
+
+@st.composite
+def look_alike_backlogs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Many jobs from a few templates, each template differing from the first in one field:
+    most jobs share a shape with another, or differ from one in a single field."""
+    lines: list[dict[str, Any]] = [
+        {"type": "ClusterConfigured", "ts": 0, "consolidation": draw(st.booleans())}
+    ]
+    rules: dict[str, Any] = {"within_queue": draw(st.booleans())}
+    if draw(st.booleans()):
+        rules["self_level"] = {
+            "high_priority": [5, 9],
+            "low_priority": [1, 4],
+            "modules": draw(st.lists(st.sampled_from(MODULES), min_size=1, unique=True)),
+        }
+    lines.append(queue_line("p", None, -1, {"within_queue": draw(st.booleans())}))
+    for name, parent, quota in (("p-x", "p", 4), ("p-y", "p", 4), ("q", None, 8)):
+        line = queue_line(name, parent, draw(st.integers(0, quota)), rules)
+        line["policy"] = {"kind": draw(st.sampled_from(POLICIES))}
+        lines.append(line)
+    for index in range(draw(st.integers(1, 3))):
+        gpus = draw(st.sampled_from([2, 4, 8]))
+        lines.append(
+            {"type": "NodeHeartbeat", "ts": 0, "node": f"n{index}", "capacity": {"gpu": gpus}}
+        )
+    first = {name: draw(values) for name, values in FIELDS.items()}
+    first["interactive"] = False
+    templates = [first]
+    for name in draw(st.lists(st.sampled_from(sorted(FIELDS)), max_size=3)):
+        templates.append({**first, name: draw(FIELDS[name])})
+    ts = 0
+    for index in range(draw(st.integers(2, 16))):
+        ts += draw(st.sampled_from([0, 0, 0, 1000, 4000]))
+        template = draw(st.sampled_from(templates))
+        duration = draw(st.integers(1, 8))
+        lines.append(
+            {
+                "type": "JobSubmitted",
+                "ts": ts,
+                "job": f"j{index}",
+                **template,
+                "duration_s": duration,
+            }
+        )
+    return lines
+
+
+class WatchedSimulator(Simulator):
+    """Notes, after every cycle, why each pending job waits and what stopped each queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[object] = []
+
+    def _cycle_and_answer(self, ts: int) -> None:
+        super()._cycle_and_answer(ts)
+        state = self.state
+        waiting = sorted(
+            (job.id, job.pending_reason.text if job.pending_reason else None, job.blocked_since)
+            for job in state.jobs.values()
+            if job.status is JobStatus.PENDING
+        )
+        stopped = sorted((queue.id, queue.stopped_by) for queue in state.queues.values())
+        self.seen.append((ts, waiting, stopped))
+
+
+def simulate(lines: list[dict[str, Any]]) -> tuple[list[bytes], list[object]]:
+    simulator = WatchedSimulator()
+    out = [orjson.dumps(o) for o in simulator.run(orjson.dumps(line) for line in lines)]
+    return out, simulator.seen
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(look_alike_backlogs())
+def test_look_alike_jobs_get_the_commands_and_reasons_of_full_tries(
+    lines: list[dict[str, Any]],
+) -> None:
+    remembered = simulate(lines)
+    with mock.patch.object(session, "_shape", lambda job: None):  # every job tried in full
+        tried = simulate(lines)
+    assert remembered == tried
+
+
+def test_a_backlog_of_look_alike_jobs_waits_for_one_reason_and_the_oldest_goes_first() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("q", gpu_quota=8, policy={"kind": "intelligent"}), node("n0", gpu=2))
+    cluster.given(0, job("big", "q", gpu=2))
+    cluster.agents_obey()
+
+    cluster.when(1000, *(job(f"j{i}", "q", gpu=1, priority=3) for i in range(5)))
+
+    assert not cluster.last
+    first = cluster.why("j0")
+    assert first[0] is ReasonKind.CAPACITY
+    assert [cluster.why(f"j{i}") for i in range(1, 5)] == [first] * 4
+    assert {entry.standing for entry in cluster.pending("q")} == {Standing.SKIPPED}
+
+    cluster.finish(2000, "big")
+
+    assert [(c.type, c.job) for c in cluster.last] == [("Dispatch", "j0"), ("Dispatch", "j1")]
