@@ -56,18 +56,17 @@ def _reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
 def _diagnose(
     cycle: Cycle, job: Job, rules: list[PreemptionRule], blocked: Reason
 ) -> Reason | None:
-    state = cycle.state
     candidates: set[str] = set()
     for rule in rules:
         candidates.update(rule.candidate_queues(cycle, job))
-    looked: list[str] = []
-    stopped: list[str] = []
-    for queue_id in sorted(state.queues):
-        queue = state.queues[queue_id]
-        if queue_id == job.queue or not queue.running:
-            continue
-        looked.append(queue_id)
-        stopped.append(f"{queue_id}={_why(cycle, job, rules, queue_id, candidates)}")
+    looked = [queue_id for queue_id, _ in _running_queues(cycle) if queue_id != job.queue]
+    stopped = [
+        f"{queue_id}={_why(cycle, job, rules, queue_id, candidates)}"
+        if queue_id in candidates
+        else within_share
+        for queue_id, within_share in _running_queues(cycle)
+        if queue_id != job.queue
+    ]
     if not stopped:
         return None  # nobody else runs work: the room reason says it all
     shown = ", ".join(item.replace("=", ": ") for item in stopped[:SHOWN])
@@ -77,6 +76,21 @@ def _diagnose(
     facts["looked_at"] = tuple(looked)
     facts["stopped"] = tuple(stopped)
     return reason(ReasonKind.RECLAIM, text, **facts)
+
+
+def _running_queues(cycle: Cycle) -> list[tuple[str, str]]:
+    """The queues running work, sorted, each with its `within_share` entry; kept while
+    nothing lasting changed (who runs where changes only by lasting changes)."""
+    memo: dict[str, tuple[int, list[tuple[str, str]]]] = cycle.memo("running_queues", dict)
+    changes = cycle.lasting_changes()
+    cached = memo.get("all")
+    if cached is not None and changes is not None and cached[0] == changes:
+        return cached[1]
+    queues = cycle.state.queues
+    found = [(q, f"{q}=within_share") for q in sorted(queues) if queues[q].running]
+    if changes is not None:
+        memo["all"] = (changes, found)
+    return found
 
 
 def _why(
