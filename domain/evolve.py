@@ -222,7 +222,7 @@ def _(event: JobStarted, state: State, seq: int, ts: int) -> None:
     job = _current(state, event.job, event.attempt)
     if job is None or event.node not in job.placements:
         return
-    job.started_nodes.add(event.node)
+    job.started_nodes = job.started_nodes | {event.node}
     if job.started_ts is None:
         job.started_ts = ts
         if job.spec.time_limit_s is not None:

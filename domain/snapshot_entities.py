@@ -174,14 +174,14 @@ def load_job(data: dict[str, Any]) -> Job:
             for key, (attempt, tasks, requeue, devices) in data["stopping"]
         },
         started_ts=data["started_ts"],
-        started_nodes=set(data["started_nodes"]),
+        started_nodes=frozenset(data["started_nodes"]),
         blocked_since=data["blocked_since"],
         pending_reason=None
         if data["pending_reason"] is None
         else Reason.from_wire(data["pending_reason"]),
         held={key: load_res(amount) for key, amount in data["held"]},
         held_devices={key: _load_usage(amounts) for key, amounts in data["held_devices"]},
-        awaiting=set(data["awaiting"]),
+        awaiting=frozenset(data["awaiting"]),
         displaced_by={key: rule for key, rule in data["displaced_by"]},
         failed_on=data["failed_on"],
         finishing=bool(data["finishing"]),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from domain.dependencies import forget_waiting, release_dependents
 from domain.devices import Assignment, usage
 from domain.entities import (
+    NO_JOBS,
     TERMINAL,
     Job,
     JobStatus,
@@ -252,7 +253,7 @@ class State:
         job.failed_on = None
         job.placements.clear()
         job.devices.clear()
-        job.started_nodes.clear()
+        job.started_nodes = NO_JOBS
         job.started_ts = None
         self.queues[job.queue].pending.add(job)
         self.needs_cycle = True

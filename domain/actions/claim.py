@@ -25,7 +25,7 @@ class Claim:
             job = state.jobs.get(job_id)
             if job is None or job.status is not JobStatus.PENDING or not job.held:
                 continue
-            awaiting = {v for v in sorted(job.awaiting) if cycle.still_stopping(v)}
+            awaiting = frozenset(v for v in job.awaiting if cycle.still_stopping(v))
             cycle.statement.set(job, "awaiting", awaiting)
             if not job.awaiting:
                 ready.append(job)

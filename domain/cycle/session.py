@@ -16,6 +16,7 @@ from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, 
 from domain.cycle.reclaim_reasons import reclaim_reason
 from domain.cycle.statement import Statement
 from domain.cycle.victims import VictimSearch
+from domain.entities import NO_JOBS
 from domain.nodes import dispatch_details
 from domain.placement import PlacementStrategy, Plan
 from domain.quota_checks import within_quota
@@ -139,7 +140,7 @@ class Session:
 
     def _try(self, job: Job) -> tuple[Outcome, Reason | None]:
         if job.awaiting:
-            awaiting = {v for v in job.awaiting if self.still_stopping(v)}
+            awaiting = frozenset(v for v in job.awaiting if self.still_stopping(v))
             self._statement.set(job, "awaiting", awaiting)
         first_reason: Reason | None = None
         for tasks in self.sizes(job):
@@ -184,7 +185,7 @@ class Session:
         in_quota = not job.preemptible or within_quota(self._state, job, tasks)
         statement.drop_holds(job)
         if job.awaiting:
-            statement.set(job, "awaiting", set())
+            statement.set(job, "awaiting", NO_JOBS)
         if job.status is JobStatus.PENDING:
             statement.set(job, "attempt", job.attempt + 1)
             statement.set(job, "status", JobStatus.RUNNING)
