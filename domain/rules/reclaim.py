@@ -124,6 +124,30 @@ def cached_candidates(
     return iter(found)
 
 
+def cached_admission(
+    cycle: CycleView, key: tuple[object, ...], compute: Callable[[], bool]
+) -> bool:
+    """A reclaim rule's verdict on a victim queue for a preemptor's queue and request, kept
+    while the usages are (the key of `_Usages`): `compute` reads only the two queues'
+    usages, fair shares and deserved quotas and the request, so every running job of one
+    victim queue gets the same verdict and a walk over them costs one check."""
+    memo = cycle.memo("reclaim_admissions", _Admissions)
+    now = (cycle.epoch(), cycle.version())
+    if memo.key != now:
+        memo.key = now
+        memo.found.clear()
+    found = memo.found.get(key)
+    if found is None:
+        found = memo.found[key] = compute()
+    return found
+
+
+class _Admissions:
+    def __init__(self) -> None:
+        self.key: tuple[int, tuple[int, int]] = (-1, (-1, -1))
+        self.found: dict[tuple[object, ...], bool] = {}
+
+
 def _usage_now(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
     queue, own = entity
     flight = in_flight(cycle)
@@ -202,11 +226,15 @@ class Reclaim:
         # or through a chain of preemptions.
         if victim.id in explicit_superiors(cycle, job):
             return False
+        key = ("reclaim", job.queue, job.per_task, job.tasks, victim.queue)
+        return cached_admission(cycle, key, lambda: self._admits_queue(cycle, job, victim.queue))
+
+    def _admits_queue(self, cycle: CycleView, job: Job, victim_queue: str) -> bool:
         state = cycle.state
-        if not self._within_share(cycle, job, below_meeting_point(state, job.queue, victim.queue)):
+        if not self._within_share(cycle, job, below_meeting_point(state, job.queue, victim_queue)):
             return False
         asked = _requested(job)
-        for entity in below_meeting_point(state, victim.queue, job.queue):
+        for entity in below_meeting_point(state, victim_queue, job.queue):
             used, share = _usage(cycle, entity)
             if not any(used[r] > share[r] + EPSILON for r, _ in asked):
                 return False

@@ -30,6 +30,7 @@ from domain.rules.reclaim import (
     _requested,
     _usage,
     below_meeting_point,
+    cached_admission,
     cached_candidates,
 )
 from domain.state import Job, State
@@ -94,13 +95,17 @@ class ReclaimDeserved:
             return False
         if victim.id in explicit_superiors(cycle, job):
             return False
+        key = ("reclaim_deserved", job.queue, job.per_task, job.tasks, victim.queue)
+        return cached_admission(cycle, key, lambda: self._admits_queue(cycle, job, victim.queue))
+
+    def _admits_queue(self, cycle: CycleView, job: Job, victim_queue: str) -> bool:
         state = cycle.state
         if not self._within_deserved(
-            cycle, job, below_meeting_point(state, job.queue, victim.queue)
+            cycle, job, below_meeting_point(state, job.queue, victim_queue)
         ):
             return False
         asked = guarded(cycle.state, job)
-        for entity in below_meeting_point(state, victim.queue, job.queue):
+        for entity in below_meeting_point(state, victim_queue, job.queue):
             used, _ = _usage(cycle, entity)
             quota = deserved(state, entity)
             if not any(_above(used[r], quota[r]) for r, _ in asked):
