@@ -109,10 +109,12 @@ class _Candidates:
 
 
 def cached_candidates(
-    cycle: CycleView, key: tuple[object, ...], compute: Callable[[], Iterator[str]]
+    cycle: CycleView, key: tuple[object, ...], compute: Callable[[], Iterator[str]], own: str
 ) -> Iterator[str]:
-    """The candidate queues under `key` (rule, queue, resources asked), computed once per
-    state of the usages; `compute` reads only the usages, `queue.running` and quotas."""
+    """The candidate queues under `key` (rule, resources asked) but the preemptor's `own`
+    queue, computed once per state of the usages; `compute` reads only the usages,
+    `queue.running` and quotas, and lists every queue that qualifies (its own included), so
+    one list serves the preemptors of every queue."""
     memo = cycle.memo("reclaim_candidates", _Candidates)
     now = (cycle.epoch(), cycle.version())
     if memo.key != now:
@@ -121,7 +123,7 @@ def cached_candidates(
     found = memo.found.get(key)
     if found is None:
         found = memo.found[key] = tuple(compute())
-    return iter(found)
+    return (queue_id for queue_id in found if queue_id != own)
 
 
 def cached_admission(
@@ -205,15 +207,13 @@ class Reclaim:
 
     def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
         asked = _requested(job)
-        key = ("reclaim", job.queue, tuple(r for r, _ in asked))
-        return cached_candidates(cycle, key, lambda: self._candidates(cycle, job, asked))
+        key = ("reclaim", tuple(r for r, _ in asked))
+        return cached_candidates(cycle, key, lambda: self._candidates(cycle, asked), job.queue)
 
-    def _candidates(
-        self, cycle: CycleView, job: Job, asked: list[tuple[int, int]]
-    ) -> Iterator[str]:
+    def _candidates(self, cycle: CycleView, asked: list[tuple[int, int]]) -> Iterator[str]:
         for queue_id in sorted(cycle.state.queues):
             queue = cycle.state.queues[queue_id]
-            if queue_id == job.queue or not queue.running:
+            if not queue.running:
                 continue
             used, share = _usage(cycle, (queue, True))
             if any(used[r] > share[r] + EPSILON for r, _ in asked):

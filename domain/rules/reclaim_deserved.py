@@ -74,16 +74,14 @@ class ReclaimDeserved:
 
     def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
         asked = guarded(cycle.state, job)
-        key = ("reclaim_deserved", job.queue, tuple(r for r, _ in asked))
-        return cached_candidates(cycle, key, lambda: self._candidates(cycle, job, asked))
+        key = ("reclaim_deserved", tuple(r for r, _ in asked))
+        return cached_candidates(cycle, key, lambda: self._candidates(cycle, asked), job.queue)
 
-    def _candidates(
-        self, cycle: CycleView, job: Job, asked: list[tuple[int, int]]
-    ) -> Iterator[str]:
+    def _candidates(self, cycle: CycleView, asked: list[tuple[int, int]]) -> Iterator[str]:
         state = cycle.state
         for queue_id in sorted(state.queues):
             queue = state.queues[queue_id]
-            if queue_id == job.queue or not queue.running:
+            if not queue.running:
                 continue
             used, _ = _usage(cycle, (queue, True))
             quota = deserved(state, (queue, True))
