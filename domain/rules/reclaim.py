@@ -99,9 +99,10 @@ def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, floa
 
 
 class _Candidates:
-    """Each rule's candidate queues per (preemptor's queue, resources asked), kept while the
-    usages they are read from are (the same key as `_Usages`): a blocked job's searches and
-    explain's reasons then cost a lookup instead of a walk over every queue."""
+    """Each rule's candidate queues per resources asked (one list for every preemptor
+    queue), kept while the usages they are read from are (the same key as `_Usages`): a
+    blocked job's searches and explain's reasons then cost a lookup, not a walk over every
+    queue."""
 
     def __init__(self) -> None:
         self.key: tuple[int, tuple[int, int]] = (-1, (-1, -1))
