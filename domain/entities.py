@@ -94,6 +94,21 @@ class Job:
     def pending_key(self) -> tuple[int, str]:
         return (self.order, self.id)
 
+    def shape(self) -> tuple[object, ...]:
+        """What trying the job reads of it, apart from its history (held room, awaited
+        victims, displacements): look-alike jobs share it, and the cycle's caches key on it."""
+        return (
+            self.queue,
+            self.priority,
+            self.module,
+            self.interactive,
+            self.preemptible,
+            self.per_task,
+            self.tasks,
+            self.min_tasks,
+            self.node_selector,
+        )
+
 
 @dataclass(slots=True)
 class Node:

@@ -254,14 +254,4 @@ def _shape(job: Job) -> tuple[object, ...] | None:
     its own history (held room, awaited victims, who displaced it)."""
     if job.held or job.awaiting or job.displaced_by or job.status is not JobStatus.PENDING:
         return None
-    return (
-        job.queue,
-        job.priority,
-        job.module,
-        job.interactive,
-        job.preemptible,
-        job.per_task,
-        job.tasks,
-        job.min_tasks,
-        job.node_selector,
-    )
+    return job.shape()

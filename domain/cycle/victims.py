@@ -81,19 +81,7 @@ class VictimSearch:
         # change; anything issued, freed or set in the cycle is. A job displaced by an
         # explicit rule is judged with those displacements (reclaim never takes them back).
         cycle = self._cycle
-        shape = (
-            type(rule).__name__,
-            job.queue,
-            job.priority,
-            job.module,
-            job.interactive,
-            job.preemptible,
-            job.per_task,
-            job.tasks,
-            job.min_tasks,
-            job.node_selector,
-            superiors_key(cycle, job),
-        )
+        shape = (type(rule).__name__, *job.shape(), superiors_key(cycle, job))
         before = cycle.lasting_changes()
         if before is not None and self._failed.get(shape) == before:
             return False

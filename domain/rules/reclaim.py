@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 from domain.commands import PreemptReason
 from domain.cycle.displacement import explicit_superiors
@@ -28,6 +29,7 @@ EPSILON = 1e-6  # fair shares are floats over integer amounts; this absorbs roun
 # slot among its children) or for its whole subtree.
 Entity = tuple[Queue, bool]
 Amounts = tuple[int, int, int]
+V = TypeVar("V")
 
 
 class InFlight:
@@ -98,57 +100,44 @@ def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, floa
     return cached
 
 
-class _Candidates:
-    """Each rule's candidate queues per resources asked (one list for every preemptor
-    queue), kept while the usages they are read from are (the same key as `_Usages`): a
-    blocked job's searches and explain's reasons then cost a lookup, not a walk over every
-    queue."""
+class _WhileUsagesStand(Generic[V]):
+    """Values derived only from the usages (and quotas, `queue.running`, the tree), kept
+    while the usages are: the key of `_Usages`."""
 
     def __init__(self) -> None:
         self.key: tuple[int, tuple[int, int]] = (-1, (-1, -1))
-        self.found: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self.found: dict[tuple[object, ...], V] = {}
+
+    def get(self, cycle: CycleView, key: tuple[object, ...], compute: Callable[[], V]) -> V:
+        now = (cycle.epoch(), cycle.version())
+        if self.key != now:
+            self.key = now
+            self.found.clear()
+        if key not in self.found:
+            self.found[key] = compute()
+        return self.found[key]
 
 
 def cached_candidates(
     cycle: CycleView, key: tuple[object, ...], compute: Callable[[], Iterator[str]], own: str
 ) -> Iterator[str]:
     """The candidate queues under `key` (rule, resources asked) but the preemptor's `own`
-    queue, computed once per state of the usages; `compute` reads only the usages,
-    `queue.running` and quotas, and lists every queue that qualifies (its own included), so
-    one list serves the preemptors of every queue."""
-    memo = cycle.memo("reclaim_candidates", _Candidates)
-    now = (cycle.epoch(), cycle.version())
-    if memo.key != now:
-        memo.key = now
-        memo.found.clear()
-    found = memo.found.get(key)
-    if found is None:
-        found = memo.found[key] = tuple(compute())
+    queue: `compute` lists every queue that qualifies (its own included), so one list serves
+    the preemptors of every queue, and a blocked job's searches and explain's reasons cost a
+    lookup instead of a walk over every queue."""
+    memo = cycle.memo("reclaim_candidates", _WhileUsagesStand[tuple[str, ...]])
+    found = memo.get(cycle, key, lambda: tuple(compute()))
     return (queue_id for queue_id in found if queue_id != own)
 
 
 def cached_admission(
     cycle: CycleView, key: tuple[object, ...], compute: Callable[[], bool]
 ) -> bool:
-    """A reclaim rule's verdict on a victim queue for a preemptor's queue and request, kept
-    while the usages are (the key of `_Usages`): `compute` reads only the two queues'
-    usages, fair shares and deserved quotas and the request, so every running job of one
-    victim queue gets the same verdict and a walk over them costs one check."""
-    memo = cycle.memo("reclaim_admissions", _Admissions)
-    now = (cycle.epoch(), cycle.version())
-    if memo.key != now:
-        memo.key = now
-        memo.found.clear()
-    found = memo.found.get(key)
-    if found is None:
-        found = memo.found[key] = compute()
-    return found
-
-
-class _Admissions:
-    def __init__(self) -> None:
-        self.key: tuple[int, tuple[int, int]] = (-1, (-1, -1))
-        self.found: dict[tuple[object, ...], bool] = {}
+    """A reclaim rule's verdict on a victim queue for a preemptor's queue and request:
+    `compute` reads only the two queues' usages, fair shares and deserved quotas and the
+    request, so every running job of one victim queue gets the same verdict and a walk over
+    them costs one check."""
+    return cycle.memo("reclaim_admissions", _WhileUsagesStand[bool]).get(cycle, key, compute)
 
 
 def _usage_now(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
