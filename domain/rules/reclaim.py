@@ -76,33 +76,11 @@ def in_flight(cycle: CycleView) -> InFlight:
     return memo
 
 
-class _Usages:
-    """Each entity's usage, kept while nothing that it reads changed: allocations, holds and
+class _WhileUsagesStand(Generic[V]):
+    """Values derived only from allocations, holds, stops and issued commands (and quotas,
+    `queue.running`, the tree), kept while none of those changed: allocations, holds and
     stops bump the cycle's epoch, issued commands its version (the in-flight offsets). So a
     victim search's admission checks cost a lookup each instead of a walk of the tree."""
-
-    def __init__(self) -> None:
-        self.key: tuple[int, tuple[int, int]] = (-1, (-1, -1))
-        self.found: dict[tuple[str, bool], tuple[Amounts, tuple[float, float, float]]] = {}
-
-
-def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
-    """What the entity has committed (allocated, less stopping, plus held) and its fair share."""
-    usages = cycle.memo("reclaim_usage", _Usages)
-    key = (cycle.epoch(), cycle.version())
-    if usages.key != key:
-        usages.key = key
-        usages.found.clear()
-    queue, own = entity
-    cached = usages.found.get((queue.id, own))
-    if cached is None:
-        cached = usages.found[(queue.id, own)] = _usage_now(cycle, entity)
-    return cached
-
-
-class _WhileUsagesStand(Generic[V]):
-    """Values derived only from the usages (and quotas, `queue.running`, the tree), kept
-    while the usages are: the key of `_Usages`."""
 
     def __init__(self) -> None:
         self.key: tuple[int, tuple[int, int]] = (-1, (-1, -1))
@@ -116,6 +94,15 @@ class _WhileUsagesStand(Generic[V]):
         if key not in self.found:
             self.found[key] = compute()
         return self.found[key]
+
+
+def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
+    """What the entity has committed (allocated, less stopping, plus held) and its fair share."""
+    usages = cycle.memo(
+        "reclaim_usage", _WhileUsagesStand[tuple[Amounts, tuple[float, float, float]]]
+    )
+    queue, own = entity
+    return usages.get(cycle, (queue.id, own), lambda: _usage_now(cycle, entity))
 
 
 def cached_candidates(
