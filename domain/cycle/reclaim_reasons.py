@@ -59,13 +59,13 @@ def _diagnose(
     candidates: set[str] = set()
     for rule in rules:
         candidates.update(rule.candidate_queues(cycle, job))
-    looked = [queue_id for queue_id, _ in _running_queues(cycle) if queue_id != job.queue]
+    others = [entry for entry in _running_queues(cycle) if entry[0] != job.queue]
+    looked = [queue_id for queue_id, _ in others]
     stopped = [
         f"{queue_id}={_why(cycle, job, rules, queue_id, candidates)}"
         if queue_id in candidates
         else within_share
-        for queue_id, within_share in _running_queues(cycle)
-        if queue_id != job.queue
+        for queue_id, within_share in others
     ]
     if not stopped:
         return None  # nobody else runs work: the room reason says it all
