@@ -116,8 +116,14 @@ def plan_moves(
     for target in targets:
         if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
             break
-        residents = [state.jobs[j] for j in sorted(state.nodes[target].jobs)]
+        residents = [state.jobs[j] for j in state.nodes[target].jobs]
         residents = [r for r in residents if r.id not in moved and movable(r, job)]
+        # Only the resident's old nodes can gain room (its new ones only lose some): when
+        # none of them could hold one more task once it leaves, the move cannot help. When
+        # that holds for every resident, each is tried in vain and nothing changes.
+        if not any(room.could_grow_lifting(resident) for resident in residents):
+            tries = min(tries + len(residents), MAX_TRIES)
+            continue
         residents.sort(key=lambda r: (r.per_task.gpu * r.placed_tasks, r.order, r.id))
         for resident in residents:
             if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
@@ -125,20 +131,15 @@ def plan_moves(
             tries += 1
             before = room.total
             old = dict(resident.placements)
-            excluded = locked | set(old) | {target}
-            # Only the resident's old nodes can gain room (its new ones only lose some): when
-            # none of them could hold one more task once it leaves, the move cannot help.
-            if not any(
-                room.could_grow_freeing(node_id, resident.per_task * placed)
-                for node_id, placed in sorted(old.items())
-            ):
+            if not room.could_grow_lifting(resident):
                 continue
             # Where the resident could go is found before it is lifted: lifting it frees room
             # only on its own nodes, which are excluded, so the plan is the same and a
             # resident with nowhere to go costs no tentative change.
+            excluded = locked | set(old) | {target}
             new = find_placement(state, resident, sum(old.values()), binpack, exclude=excluded)
-            if new is None:
-                continue
+            if new is None or room.most_gained_moving(resident, new) <= 0:
+                continue  # nowhere to go, or the move cannot raise the room (not tried)
             trial = statement.checkpoint()
             for node_id, placed in sorted(old.items()):
                 statement.unplace(resident, node_id, placed)

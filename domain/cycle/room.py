@@ -7,11 +7,14 @@ taken and given back through the cycle's statement. See docs/preemption.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from domain.cycle.statement import Statement
 from domain.resources import ZERO, Resources
 from domain.state import Job, State
+
+_NO_NEED = -(1 << 62)  # a resource the task does not ask for: any freeing will do
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Room:
         self._statement = statement
         self._job = job
         self._copies: dict[str, int] = {}
+        # Per node, what freeing must reach for one more task (see `could_grow_lifting`).
+        self._needs: dict[str, tuple[int, int, int] | None] = {}
         self.total = 0
         for node_id in state.node_index.fullest_first(job.per_task.gpu):
             node = state.nodes[node_id]
@@ -120,7 +125,63 @@ class Room:
         free = self._state.nodes[node_id].free + freed
         return self._job.per_task.max_copies_in(free) > self.copies(node_id)
 
+    def could_grow_lifting(self, job: Job) -> bool:
+        """Whether lifting all of `job`'s tasks could let one of its nodes hold one more task:
+        `could_grow_freeing` on each of its nodes, from a threshold kept per node until it is
+        recounted (every change to a node here is followed by its `recount`)."""
+        per_task = job.per_task
+        for node_id, placed in job.placements.items():
+            need = self._needs[node_id] if node_id in self._needs else self._need(node_id)
+            if (
+                need is not None
+                and per_task.gpu * placed >= need[0]
+                and per_task.cpu * placed >= need[1]
+                and per_task.memory * placed >= need[2]
+            ):
+                return True
+        return False
+
+    def _need(self, node_id: str) -> tuple[int, int, int] | None:
+        """What must be freed on the node, per resource, before it could hold one more task
+        (counted in resources alone, as `could_grow_freeing`); None when nothing may.
+
+        `max_copies_in(free + freed) > copies` holds when, for every resource the task asks,
+        free + freed reaches (copies + 1) times the ask."""
+        per_task = self._job.per_task
+        need: tuple[int, int, int] | None = None
+        if not self._usable(node_id):
+            need = None
+        elif per_task.is_zero():  # asks nothing: "a large number" of copies fit anywhere
+            more = self.copies(node_id) < per_task.max_copies_in(ZERO)
+            need = (_NO_NEED, _NO_NEED, _NO_NEED) if more else None
+        else:
+            free, more_tasks = self._state.nodes[node_id].free, self.copies(node_id) + 1
+            need = (
+                more_tasks * per_task.gpu - free.gpu if per_task.gpu > 0 else _NO_NEED,
+                more_tasks * per_task.cpu - free.cpu if per_task.cpu > 0 else _NO_NEED,
+                more_tasks * per_task.memory - free.memory if per_task.memory > 0 else _NO_NEED,
+            )
+        self._needs[node_id] = need
+        return need
+
+    def most_gained_moving(self, job: Job, new: Mapping[str, int]) -> int:
+        """An upper bound of how much `total` grows if `job` moves from its nodes to `new`:
+        each node's tasks counted in resources alone (as `could_grow_freeing`), which bounds
+        what `Node.copies` counts on its devices too."""
+        asked, nodes = self._job.per_task, self._state.nodes
+        bound = 0
+        for node_id, placed in job.placements.items():
+            if self._usable(node_id):
+                freed = nodes[node_id].free + job.per_task * placed
+                bound += asked.max_copies_in(freed) - self.copies(node_id)
+        for node_id, placed in new.items():
+            if self._usable(node_id):
+                left = nodes[node_id].free - job.per_task * placed
+                bound += asked.max_copies_in(left) - self.copies(node_id)
+        return bound
+
     def recount(self, node_id: str) -> None:
+        self._needs.pop(node_id, None)
         if self._usable(node_id):
             copies = self._state.nodes[node_id].copies(self._job.per_task)
             self.total += copies - self._copies.get(node_id, 0)
