@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
 from domain.cycle.displacement import superiors_key
-from domain.cycle.framework import Cycle, Outcome, PreemptionRule
+from domain.cycle.framework import (
+    Cycle,
+    Outcome,
+    PreemptionRule,
+    ReleaseBound,
+    exceeds_release_room,
+)
 from domain.placement import Plan
 from domain.rules.reclaim_deserved import below_deserved
 from domain.state import Job
@@ -94,15 +100,20 @@ def _plan(
 ) -> tuple[list[Job], list[Move], Plan] | None:
     state = cycle.state
     statement = cycle.statement
-    candidates = sorted(
-        (
-            victim
-            for queue_id in rule.candidate_queues(cycle, job)
-            for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running))
-            if cycle.may_be_victim(job, victim, rule)
-        ),
-        key=lambda victim: _order(cycle, victim),
-    )
+    bound = rule if isinstance(rule, ReleaseBound) else None
+    admitted: list[Job] = []
+    for queue_id in rule.candidate_queues(cycle, job):
+        # A victim whose release the queue's room refuses is refused after others too (as in
+        # the victim search): it is dropped here rather than stopped and given back.
+        room = None if bound is None else bound.release_room(cycle, job, queue_id)
+        for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
+            if room is not None and exceeds_release_room(
+                victim.per_task * sum(victim.placements.values()), room
+            ):
+                continue
+            if cycle.may_be_victim(job, victim, rule):
+                admitted.append(victim)
+    candidates = sorted(admitted, key=lambda victim: _order(cycle, victim))
     request = job.per_task * job.tasks
     everything = statement.checkpoint()
     taken: list[Job] = []

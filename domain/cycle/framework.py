@@ -18,6 +18,7 @@ from domain.commands import DispatchReason, Preempt, PreemptReason
 from domain.cycle.statement import Statement
 from domain.placement import PlacementStrategy, Plan
 from domain.reasons import Reason
+from domain.resources import Resources
 from domain.state import Job, Queue, State
 
 T = TypeVar("T")
@@ -162,6 +163,14 @@ class ReleaseBound(Protocol):
     def release_room(
         self, cycle: CycleView, job: Job, queue_id: str
     ) -> tuple[float, float, float]: ...
+
+
+def exceeds_release_room(release: Resources, room: tuple[float, float, float]) -> bool:
+    """Whether a release is above a `ReleaseBound.release_room` in some resource."""
+    return any(
+        amount > limit + RELEASE_EPSILON
+        for amount, limit in zip(release.as_tuple(), room, strict=True)
+    )
 
 
 class Cycle(CycleView, Protocol):

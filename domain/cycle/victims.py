@@ -10,9 +10,14 @@ See docs/preemption.md.
 from __future__ import annotations
 
 from domain.cycle.displacement import superiors_key
-from domain.cycle.framework import RELEASE_EPSILON, Attempt, Cycle, PreemptionRule, ReleaseBound
+from domain.cycle.framework import (
+    Attempt,
+    Cycle,
+    PreemptionRule,
+    ReleaseBound,
+    exceeds_release_room,
+)
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
-from domain.resources import Resources
 from domain.state import Job, JobStatus
 
 __all__ = ["Room", "VictimSearch", "VictimStep", "victim_steps", "victims_of"]
@@ -139,7 +144,9 @@ class VictimSearch:
         for queue_id in rule.candidate_queues(self._cycle, job):
             room = None if bound is None else bound.release_room(self._cycle, job, queue_id)
             for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
-                if room is not None and _exceeds(victim.per_task * _first_tasks(victim), room):
+                if room is not None and exceeds_release_room(
+                    victim.per_task * _first_tasks(victim), room
+                ):
                     continue  # even its smallest step would be refused
                 if not self.may_be_victim(job, victim, rule):
                     continue
@@ -264,19 +271,12 @@ def _first_tasks(victim: Job) -> int:
     return placed - max(victim.min_tasks, placed // 2)
 
 
-def _exceeds(release: Resources, room: tuple[float, float, float]) -> bool:
-    return any(
-        amount > limit + RELEASE_EPSILON
-        for amount, limit in zip(release.as_tuple(), room, strict=True)
-    )
-
-
 def _within_room(steps: list[VictimStep], room: tuple[float, float, float]) -> list[VictimStep]:
     """The prefix of a victim's steps whose release, counted from its first step, fits."""
     tasks = 0
     for position, step in enumerate(steps):
         tasks += sum(count for _, count in step.nodes)
-        if _exceeds(step.victim.per_task * tasks, room):
+        if exceeds_release_room(step.victim.per_task * tasks, room):
             return steps[:position]
     return steps
 
