@@ -24,6 +24,8 @@ from domain.state import Job, JobStatus, State
 # A bound on the work one blocked job may cause in one cycle: moves tried, and moves made.
 MAX_TRIES = 256
 MAX_MOVES = 32
+BINPACK = PLACEMENTS["binpack"]
+Selector = tuple[tuple[str, str], ...]
 
 
 @dataclass
@@ -100,7 +102,7 @@ def plan_moves(
     state = cycle.state
     statement = cycle.statement
     room = Room(state, statement, job)
-    binpack = PLACEMENTS["binpack"]
+    landing = _Landing(state)
     everything = statement.checkpoint()
     moves: list[Move] = []
     # Nodes that nothing may land on: where the job will go and where moved jobs still run.
@@ -137,7 +139,7 @@ def plan_moves(
             # only on its own nodes, which are excluded, so the plan is the same and a
             # resident with nowhere to go costs no tentative change.
             excluded = locked | set(old) | {target}
-            new = find_placement(state, resident, sum(old.values()), binpack, exclude=excluded)
+            new = landing.place(resident, sum(old.values()), excluded)
             if new is None or room.most_gained_moving(resident, new) <= 0:
                 continue  # nowhere to go, or the move cannot raise the room (not tried)
             trial = statement.checkpoint()
@@ -149,6 +151,7 @@ def plan_moves(
                 room.recount(node_id)
             if room.total > before:
                 statement.accept(trial)
+                landing.forget()
                 moves.append(Move(resident, new))
                 moved.add(resident.id)
                 locked |= set(old) | {target}
@@ -167,6 +170,44 @@ def plan_moves(
     if len(needed) < len(moves):
         return _without_unneeded(cycle, job, tasks, needed)
     return moves, plan
+
+
+class _Landing:
+    """Where a resident could go (binpack), counted per shape while no move is kept.
+
+    find_placement fills every candidate node in turn, so it fails exactly when the nodes
+    outside `exclude` hold fewer tasks than asked. Per (request, selector) the copies each
+    candidate holds are counted once; a resident with nowhere to go then costs a sum over
+    its excluded nodes, not a walk over every candidate. A move tried and rolled back
+    restores every node exactly, so the counts stand until a move is kept (`forget`)."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._counts: dict[tuple[Resources, Selector], tuple[int, dict[str, int]]] = {}
+
+    def forget(self) -> None:
+        self._counts.clear()
+
+    def place(self, resident: Job, tasks: int, exclude: set[str]) -> Plan | None:
+        state = self._state
+        if not resident.held:  # held room widens where it may go: not a general shape
+            key = (resident.per_task, resident.node_selector)
+            if key not in self._counts:
+                self._counts[key] = self._count(resident)
+            total, copies = self._counts[key]
+            if total - sum(copies.get(node_id, 0) for node_id in exclude) < tasks:
+                return None
+        return find_placement(state, resident, tasks, BINPACK, exclude=exclude)
+
+    def _count(self, resident: Job) -> tuple[int, dict[str, int]]:
+        copies: dict[str, int] = {}
+        for node_id in BINPACK.candidates(self._state, resident.per_task):
+            node = self._state.nodes[node_id]
+            if node.matches(resident.node_selector):
+                fits = node.copies(resident.per_task)
+                if fits > 0:
+                    copies[node_id] = fits
+        return sum(copies.values()), copies
 
 
 def _without_unneeded(
