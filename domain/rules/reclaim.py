@@ -96,11 +96,15 @@ class _WhileUsagesStand(Generic[V]):
         return self.found[key]
 
 
+# The three caches, named once: subscripting a generic on every call costs typing's lookup.
+_Usages = _WhileUsagesStand[tuple[Amounts, tuple[float, float, float]]]
+_Candidates = _WhileUsagesStand[tuple[str, ...]]
+_Admissions = _WhileUsagesStand[bool]
+
+
 def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
     """What the entity has committed (allocated, less stopping, plus held) and its fair share."""
-    usages = cycle.memo(
-        "reclaim_usage", _WhileUsagesStand[tuple[Amounts, tuple[float, float, float]]]
-    )
+    usages = cycle.memo("reclaim_usage", _Usages)
     queue, own = entity
     return usages.get(cycle, (queue.id, own), lambda: _usage_now(cycle, entity))
 
@@ -112,7 +116,7 @@ def cached_candidates(
     queue: `compute` lists every queue that qualifies (its own included), so one list serves
     the preemptors of every queue, and a blocked job's searches and explain's reasons cost a
     lookup instead of a walk over every queue."""
-    memo = cycle.memo("reclaim_candidates", _WhileUsagesStand[tuple[str, ...]])
+    memo = cycle.memo("reclaim_candidates", _Candidates)
     found = memo.get(cycle, key, lambda: tuple(compute()))
     return (queue_id for queue_id in found if queue_id != own)
 
@@ -124,7 +128,7 @@ def cached_admission(
     `compute` reads only the two queues' usages, fair shares and deserved quotas and the
     request, so every running job of one victim queue gets the same verdict and a walk over
     them costs one check."""
-    return cycle.memo("reclaim_admissions", _WhileUsagesStand[bool]).get(cycle, key, compute)
+    return cycle.memo("reclaim_admissions", _Admissions).get(cycle, key, compute)
 
 
 def _usage_now(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
