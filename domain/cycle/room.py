@@ -152,14 +152,16 @@ class Room:
         if not self._usable(node_id):
             need = None
         elif per_task.is_zero():  # asks nothing: "a large number" of copies fit anywhere
-            more = self.copies(node_id) < per_task.max_copies_in(ZERO)
-            need = (_NO_NEED, _NO_NEED, _NO_NEED) if more else None
+            grows = self.copies(node_id) < per_task.max_copies_in(ZERO)
+            need = (_NO_NEED, _NO_NEED, _NO_NEED) if grows else None
         else:
-            free, more_tasks = self._state.nodes[node_id].free, self.copies(node_id) + 1
+            free = self._state.node_index.free_of(node_id)  # Node.free, as filed (live)
+            assert free is not None, f"{node_id} is usable but not filed"
+            more = self.copies(node_id) + 1
             need = (
-                more_tasks * per_task.gpu - free.gpu if per_task.gpu > 0 else _NO_NEED,
-                more_tasks * per_task.cpu - free.cpu if per_task.cpu > 0 else _NO_NEED,
-                more_tasks * per_task.memory - free.memory if per_task.memory > 0 else _NO_NEED,
+                more * per_task.gpu - free[0] if per_task.gpu > 0 else _NO_NEED,
+                more * per_task.cpu - free[1] if per_task.cpu > 0 else _NO_NEED,
+                more * per_task.memory - free[2] if per_task.memory > 0 else _NO_NEED,
             )
         self._needs[node_id] = need
         return need
