@@ -8,6 +8,7 @@ and the projections' view (fold plus timelines and usage).
 
     .venv/bin/python bench/replay_bench.py               # 1,000,000 records
     .venv/bin/python bench/replay_bench.py --records 100000
+    .venv/bin/python bench/replay_bench.py --records 100000 --default-gc  # CPython's GC
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cli.common import tune_gc_for_folding
 from domain.codec import decode_journal, decode_timed, encode_journal
 from domain.decider import close_group, fold, initial_state
 from domain.events import Event, JournalRecord
@@ -104,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--skip-view", action="store_true", help="time only the bare fold")
+    parser.add_argument(
+        "--default-gc", action="store_true", help="keep CPython's collection thresholds"
+    )
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
@@ -117,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items()))
     )
     encoded = [encode_journal(r) for r in journal]
+    if not args.default_gc:
+        tune_gc_for_folding()  # as `quotaflow replay` does
+    print(f"garbage collection: {'CPython defaults' if args.default_gc else 'as quotaflow replay'}")
     commands: list[int] = [0]
 
     def bare() -> None:

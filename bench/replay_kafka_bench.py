@@ -3,9 +3,9 @@
 For each length a fresh topic prefix gets bench/replay_bench.py's generated journal (keyed by
 cluster, as the sequencer writes it) and the commands its fold emits (keyed by node, over
 --command-partitions partitions). A fresh process then runs the replay audit
-(streams.replay.replay, snapshots off: the bench writes none) and reports its wall and CPU
-time and peak RSS. Flat peak RSS across the lengths shows the replay holds the state, not
-the journal or the commands.
+(streams.replay.replay, snapshots off: the bench writes none; garbage collection set as
+`quotaflow replay` sets it) and reports its wall and CPU time and peak RSS. Flat peak RSS
+across the lengths shows the replay holds the state, not the journal or the commands.
 
     .venv/bin/python bench/replay_kafka_bench.py                       # 50,000 and 200,000
     .venv/bin/python bench/replay_kafka_bench.py --lengths 50000 200000 --bootstrap HOST:PORT
@@ -71,8 +71,10 @@ async def _produce(bootstrap: str, prefix: str, records: int, partitions: int) -
 
 
 def _replay(bootstrap: str, prefix: str) -> None:
+    from cli.common import tune_gc_for_folding
     from streams.replay import replay
 
+    tune_gc_for_folding()  # as `quotaflow replay` does
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start, cpu = time.perf_counter(), time.process_time()
     report = asyncio.run(replay(bootstrap, prefix, CLUSTER, snapshots=False))

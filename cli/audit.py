@@ -9,7 +9,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from cli.common import EXIT_ERROR, EXIT_USAGE, CliError, resolve_bootstrap
+from cli.common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    CliError,
+    resolve_bootstrap,
+    tune_gc_for_folding,
+)
 from cli.view_render import _print_json, _when, render_jobs, render_queues
 from cli.view_sources import iter_file, parse_time
 from domain.events import JournalRecord
@@ -43,6 +49,7 @@ def register(commands: Any, kafka_options: argparse.ArgumentParser) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    tune_gc_for_folding()
     if not args.file and not args.until and not args.commands:
         return _replay_topics(args)
     return _replay_audit(args)

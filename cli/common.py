@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -26,6 +27,20 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3  # `kafka status` when no broker runs (the LSB status convention)
 EXIT_INTERRUPTED = 130
+
+
+# A long fold (simulate, replay) allocates many small objects that live as long as the state
+# (jobs, tasks, decoded events) and makes few reference cycles: collecting the youngest
+# generation every 700 allocations, as CPython does by default, rescans them for nothing.
+# Collected every 50,000 instead, with the imported modules frozen out of every collection
+# (bench/README.md: decode + fold 7,900 -> 9,900 records/s).
+FOLD_GC_THRESHOLD = (50_000, 20, 20)
+
+
+def tune_gc_for_folding() -> None:
+    """Sets the process's garbage collection for a long fold (see FOLD_GC_THRESHOLD)."""
+    gc.freeze()
+    gc.set_threshold(*FOLD_GC_THRESHOLD)
 
 
 class CliError(Exception):

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from cli.common import EXIT_USAGE, CliError
+from cli.common import EXIT_USAGE, CliError, tune_gc_for_folding
 
 
 def register(commands: Any) -> None:
@@ -30,19 +29,11 @@ def _bounded_lines(source: IO[bytes], limit: int) -> Iterator[bytes]:
         yield line
 
 
-# The simulator allocates many small objects that live as long as the state (jobs, tasks,
-# commands) and makes few reference cycles: collecting the youngest generation every 700
-# allocations, as CPython does by default, rescans them for nothing. Collected every 50,000
-# instead, and with the imported modules frozen out of every collection.
-GC_THRESHOLD = (50_000, 20, 20)
-
-
 def _simulate(args: argparse.Namespace) -> int:
     from domain.limits import LINE_BYTES_MAX
     from domain.simulation import simulate_lines
 
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLD)
+    tune_gc_for_folding()
 
     source: IO[bytes]
     if args.file == "-":
