@@ -209,7 +209,8 @@ class _Landing:
 
 class _Counted:
     """One shape's candidate nodes (binpack order, listed once) and the copies counted on
-    a prefix of them."""
+    a prefix of them. Exact only because they are the very nodes find_placement walks with
+    BINPACK (the node index's fullest-first order): another strategy here would need its own."""
 
     def __init__(self, state: State, resident: Job) -> None:
         self._state = state
