@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from domain.commands import Dispatch, NodeCommand
 from domain.cycle.framework import Cycle, Outcome
 from domain.cycle.room import Room
+from domain.entities import NO_JOBS
 from domain.nodes import dispatch_details
 from domain.placement import PLACEMENTS, Plan, find_placement
 from domain.quota_checks import admission_breach
@@ -275,7 +276,7 @@ def carry_out(cycle: Cycle, job: Job, moves: list[Move], plan: Plan) -> None:
         statement.set(moved, "attempt", moved.attempt + 1)
         statement.set(moved, "status", JobStatus.RUNNING)
         statement.set(moved, "started_ts", None)
-        statement.set(moved, "started_nodes", set())
+        statement.set(moved, "started_nodes", NO_JOBS)
         devices = {
             node_id: statement.place(moved, node_id, move.plan[node_id])
             for node_id in sorted(move.plan)
