@@ -148,7 +148,7 @@ class Room:
         `max_copies_in(free + freed) > copies` holds when, for every resource the task asks,
         free + freed reaches (copies + 1) times the ask."""
         per_task = self._job.per_task
-        need: tuple[int, int, int] | None = None
+        need: tuple[int, int, int] | None
         if not self._usable(node_id):
             need = None
         elif per_task.is_zero():  # asks nothing: "a large number" of copies fit anywhere
