@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from streams.kafka_io import Topics, idempotent_producer
 from streams.status import read_status, verdict
 from tests.e2e.browser import chromium_path, headless
-from tests.e2e.test_projections import free_port
+from tests.e2e.projections_process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 120.0

@@ -4,14 +4,7 @@ usage and timelines; a killed projections process rebuilds the same views; whati
 from __future__ import annotations
 
 import csv
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,166 +15,22 @@ from aiokafka import AIOKafkaProducer
 
 from domain.codec import encode_journal
 from domain.events import JournalRecord, Tick
-from projections.checkpoint import header
-from streams.kafka_io import Topics, ensure_topics, idempotent_producer, read_committed_consumer
+from streams.kafka_io import Topics, ensure_topics
 from streams.replay import read_journal
+from tests.e2e.projections_process import (
+    ROOT,
+    WAIT_S,
+    Agent,
+    Projections,
+    cli,
+    free_port,
+    http,
+    stable,
+)
 from tests.streams.test_sequencer import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACE = Path("/work/shared/traces/alibaba-gpu-v2023")
-WAIT_S = 90.0
-
-
-# -- helpers ------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http(port: int, path: str) -> Any:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return orjson.loads(response.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=os.environ | {"PYTHONPATH": str(ROOT)},
-    )
-
-
-class Projections:
-    """`quotaflow projections` as a real process."""
-
-    def __init__(
-        self, bootstrap: str, topics: Topics, port: int, log: Path, interval_s: float = 0.5
-    ) -> None:
-        self.checkpoint = log.with_name("projections.checkpoint")
-        self.args = [
-            sys.executable, "-m", "cli", "projections",
-            "--bootstrap", bootstrap, "--topic-prefix", topics.prefix, "--port", str(port),
-            "--checkpoint", str(self.checkpoint), "--checkpoint-interval", str(interval_s),
-        ]  # fmt: skip
-        self.port = port
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                env=os.environ | {"PYTHONPATH": str(ROOT)},
-            )  # fmt: skip
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> int | None:
-        """SIGTERM, then the exit code (None: killed after 30 s without exiting)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-                return None
-        return None if self.proc is None else self.proc.returncode
-
-    async def caught_up(self, seq: int) -> dict[str, Any]:
-        async def probe() -> dict[str, Any] | None:
-            health = http(self.port, "/health")
-            return health if health and health["seq"] >= seq else None
-
-        return await wait_for(
-            probe, f"projections to fold up to seq {seq} (log: {self.log})", timeout_s=WAIT_S
-        )
-
-    async def checkpointed(self, seq: int) -> dict[str, Any]:
-        async def probe() -> dict[str, Any] | None:
-            health = http(self.port, "/health")
-            return health if health and health["checkpoint"]["seq"] == seq else None
-
-        return await wait_for(
-            probe, f"a checkpoint at seq {seq} (log: {self.log})", timeout_s=WAIT_S
-        )
-
-
-class Agent:
-    """The test plays the node agent: answers commands as told, reports finishes on demand."""
-
-    def __init__(self, bootstrap: str, topics: Topics) -> None:
-        self.bootstrap = bootstrap
-        self.topics = topics
-        self.producer: AIOKafkaProducer = idempotent_producer(bootstrap)
-        self.consumer = read_committed_consumer(bootstrap)
-        self.commands: list[dict[str, Any]] = []
-
-    async def start(self) -> None:
-        await self.producer.start()
-        await self.consumer.start()
-        self.consumer.subscribe([self.topics.commands])
-
-    async def stop(self) -> None:
-        await self.consumer.stop()
-        await self.producer.stop()
-
-    async def send(self, topic: str, key: str, *values: dict[str, Any]) -> None:
-        for value in values:
-            await self.producer.send_and_wait(topic, orjson.dumps(value), key=key.encode())
-
-    async def expect(self, count: int) -> list[dict[str, Any]]:
-        """Waits for `count` more commands; answers them as an agent that obeys at once."""
-        wanted = len(self.commands) + count
-
-        async def probe() -> bool:
-            batch = await self.consumer.getmany(timeout_ms=200)
-            for records in batch.values():
-                self.commands += [orjson.loads(r.value) for r in records]
-            return len(self.commands) >= wanted
-
-        await wait_for(probe, f"{count} command(s)", timeout_s=WAIT_S)
-        fresh = self.commands[wanted - count : wanted]
-        for command in fresh:
-            kind = "JobStarted" if command["type"] == "Dispatch" else "JobPreempted"
-            answer = {
-                "type": kind,
-                "job": command["job"],
-                "node": command["node"],
-                "attempt": command["attempt"],
-            }
-            await self.send(self.topics.nodes, command["node"], answer)
-        return fresh
-
-    async def finish(self, command: dict[str, Any]) -> None:
-        done = {
-            "type": "JobFinished", "job": command["job"], "node": command["node"],
-            "attempt": command["attempt"], "outcome": "succeeded",
-        }  # fmt: skip
-        await self.send(self.topics.nodes, command["node"], done)
-
-
-def stable(body: Any) -> Any:
-    """A view body without the parts that only say how far the view has read."""
-    if isinstance(body, dict):
-        return {
-            k: stable(v) for k, v in body.items() if k not in ("as_of", "as_of_ts", "as_of_seq")
-        }
-    if isinstance(body, list):
-        return [stable(v) for v in body]
-    return body
+# The traces beside the repository, as the benchmarks read them (a user's clone has none).
+TRACE = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 
 
 # -- the scenario -----------------------------------------------------------------------------------
@@ -392,83 +241,6 @@ async def test_projections_api_cli_and_restart(kafka_bootstrap: str, tmp_path: P
         await agent.stop()
 
 
-# -- a checkpoint of another journal under the same topic names -------------------------------------
-
-
-async def write_ticks(bootstrap: str, topic: str, seqs: range, *, apart: bool) -> None:
-    """Journal Ticks, committed in one transaction, or each in its own (`apart`)."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, transactional_id=f"test-ticks-{uuid.uuid4().hex}"
-    )
-    await producer.start()
-    try:
-        for group in [[seq] for seq in seqs] if apart else [list(seqs)]:
-            async with producer.transaction():
-                for seq in group:
-                    record = JournalRecord(seq=seq, ts=1_000 * seq, event=Tick())
-                    await producer.send(topic, encode_journal(record), key=b"default")
-    finally:
-        await producer.stop()
-
-
-async def recreate(bootstrap: str, topics: Topics) -> None:
-    """Deletes the journal and commands topics, waits until they are gone, creates them again."""
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    names = [topics.journal, topics.commands]
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.delete_topics(names)
-
-        async def gone() -> bool:
-            return not set(names) & set(await admin.list_topics())
-
-        await wait_for(gone, "the topics to be deleted", timeout_s=WAIT_S)
-    finally:
-        await admin.close()
-    await ensure_topics(bootstrap, topics)
-
-
-async def test_a_checkpoint_the_journal_does_not_continue_is_set_aside(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    topics = Topics.for_prefix(f"proj-{uuid.uuid4().hex[:8]}.")
-    await ensure_topics(kafka_bootstrap, topics)
-    projections = Projections(kafka_bootstrap, topics, free_port(), tmp_path / "projections.log")
-    try:
-        # Given a checkpoint at seq 5 (records at offsets 0-4)
-        await write_ticks(kafka_bootstrap, topics.journal, range(1, 6), apart=False)
-        projections.start()
-        await projections.caught_up(5)
-        await projections.checkpointed(5)
-        projections.stop()
-
-        # When the topics are recreated with a shorter journal (its end before the checkpoint's offset)
-        await recreate(kafka_bootstrap, topics)
-        await write_ticks(kafka_bootstrap, topics.journal, range(1, 3), apart=False)
-        projections.start()
-        # Then the checkpoint is set aside and the view rebuilt from offset 0
-        health = await projections.caught_up(2)
-        assert health["seq"] == 2 and health["resumed_from"] is None
-        assert "beyond the end" in health["rebuilt_because"]
-        assert health["read_since_start"]["journal"] == 2
-        await projections.checkpointed(2)
-        projections.stop()
-
-        # When they are recreated again and the record at the checkpoint's offset is not seq 3
-        await recreate(kafka_bootstrap, topics)
-        await write_ticks(kafka_bootstrap, topics.journal, range(1, 7), apart=True)
-        projections.start()
-        # Then it is set aside too, and the whole new journal folded
-        health = await projections.caught_up(6)
-        assert health["seq"] == 6 and health["records"] == 6 and health["duplicates_skipped"] == 0
-        assert "the checkpoint expects 3" in health["rebuilt_because"]
-        assert health["errors"] == []
-    finally:
-        projections.stop()
-
-
 # -- whatif on the Alibaba trace ----------------------------------------------------------------------
 
 QOS_PRIORITY = {"LS": 7, "Guaranteed": 6, "Burstable": 5, "BE": 3}
@@ -545,41 +317,3 @@ def test_whatif_on_the_alibaba_trace_fifo_vs_intelligent(tmp_path: Path) -> None
         cli("whatif", "--file", str(journal), "--policy", str(policy), "--json").stdout
     )
     assert as_json["summary"]["baseline"]["*"]["jobs"] == 400
-
-
-# -- the faust worker's checkpoints: on its timer, and once more when it stops ----------------------
-
-
-async def test_the_worker_checkpoints_on_its_timer_and_once_more_on_sigterm(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    topics = Topics.for_prefix(f"proj-{uuid.uuid4().hex[:8]}.")
-    await ensure_topics(kafka_bootstrap, topics)
-    log = tmp_path / "projections.log"
-    port = free_port()
-    # --checkpoint-records stays at 10,000: no checkpoint below comes from the record count.
-    quiet = Projections(kafka_bootstrap, topics, port, log, interval_s=3600)
-    timed = Projections(kafka_bootstrap, topics, port, log, interval_s=0.3)
-    try:
-        # Given a process whose interval is an hour, when it has read three records and is stopped
-        await write_ticks(kafka_bootstrap, topics.journal, range(1, 4), apart=True)
-        quiet.start()
-        health = await quiet.caught_up(3)
-        assert health["checkpoint"]["written"] == 0
-        # Then it exits cleanly and its last act was a checkpoint at seq 3
-        assert quiet.stop() == 0, log.read_text()
-        assert header(quiet.checkpoint.read_bytes())["seq"] == 3
-
-        # Given a process whose interval is 0.3 s, resumed from it
-        timed.start()
-        health = await timed.caught_up(3)
-        assert health["resumed_from"]["seq"] == 3
-        # When two more records come, then the App's timer checkpoints them while it runs
-        await write_ticks(kafka_bootstrap, topics.journal, range(4, 6), apart=True)
-        health = await timed.checkpointed(5)
-        assert health["read_since_start"]["journal"] == 2
-        assert header(timed.checkpoint.read_bytes())["seq"] == 5
-        assert "Traceback" not in log.read_text()
-    finally:
-        quiet.stop()
-        timed.stop()
