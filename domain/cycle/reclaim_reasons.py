@@ -59,35 +59,51 @@ def _diagnose(
     candidates: set[str] = set()
     for rule in rules:
         candidates.update(rule.candidate_queues(cycle, job))
-    others = [entry for entry in _running_queues(cycle) if entry[0] != job.queue]
-    looked = [queue_id for queue_id, _ in others]
-    stopped = [
-        f"{queue_id}={_why(cycle, job, rules, queue_id, candidates)}"
-        if queue_id in candidates
-        else within_share
-        for queue_id, within_share in others
-    ]
-    if not stopped:
+    running, within, where = _running_queues(cycle)
+    own = where.get(job.queue)
+    if own is None:
+        looked, stopped = running, list(within)
+    else:
+        looked, stopped = running[:own] + running[own + 1 :], [*within[:own], *within[own + 1 :]]
+    if not looked:
         return None  # nobody else runs work: the room reason says it all
+    # Every other queue is within its share but the candidates, each classified.
+    for queue_id in sorted(candidates):
+        position = where.get(queue_id)
+        if position is None or queue_id == job.queue:
+            continue
+        if own is not None and position > own:
+            position -= 1
+        stopped[position] = f"{queue_id}={_why(cycle, job, rules, queue_id, candidates)}"
     shown = ", ".join(item.replace("=", ": ") for item in stopped[:SHOWN])
     more = f" and {len(stopped) - SHOWN} more" if len(stopped) > SHOWN else ""
     text = f"{blocked.text}; reclaim did not help: {shown}{more}"
     facts = dict(blocked.facts)
-    facts["looked_at"] = tuple(looked)
+    facts["looked_at"] = looked
     facts["stopped"] = tuple(stopped)
     return reason(ReasonKind.RECLAIM, text, **facts)
 
 
-def _running_queues(cycle: Cycle) -> list[tuple[str, str]]:
-    """The queues running work, sorted, each with its `within_share` entry; kept while
-    nothing lasting changed (who runs where changes only by lasting changes)."""
-    memo: dict[str, tuple[int, list[tuple[str, str]]]] = cycle.memo("running_queues", dict)
+# The queues running work (sorted), each as `within_share`, and each one's position.
+_Running = tuple[tuple[str, ...], tuple[str, ...], dict[str, int]]
+
+
+def _running_queues(cycle: Cycle) -> _Running:
+    """The queues running work, sorted, each with its `within_share` entry and its position;
+    kept while nothing lasting changed (who runs where changes only by lasting changes), so
+    a diagnosis copies them and classifies only the candidates."""
+    memo: dict[str, tuple[int, _Running]] = cycle.memo("running_queues", dict)
     changes = cycle.lasting_changes()
     cached = memo.get("all")
     if cached is not None and changes is not None and cached[0] == changes:
         return cached[1]
     queues = cycle.state.queues
-    found = [(q, f"{q}=within_share") for q in sorted(queues) if queues[q].running]
+    running = tuple(q for q in sorted(queues) if queues[q].running)
+    found = (
+        running,
+        tuple(f"{q}=within_share" for q in running),
+        {q: position for position, q in enumerate(running)},
+    )
     if changes is not None:
         memo["all"] = (changes, found)
     return found
