@@ -21,6 +21,7 @@ from typing import Generic, TypeVar
 from domain.commands import PreemptReason
 from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import CycleView
+from domain.resources import Resources
 from domain.state import Job, Queue, State
 
 EPSILON = 1e-6  # fair shares are floats over integer amounts; this absorbs rounding only
@@ -29,6 +30,7 @@ EPSILON = 1e-6  # fair shares are floats over integer amounts; this absorbs roun
 # slot among its children) or for its whole subtree.
 Entity = tuple[Queue, bool]
 Amounts = tuple[int, int, int]
+Asked = tuple[tuple[int, int], ...]  # (resource index, amount) per resource a job asks for
 V = TypeVar("V")
 
 
@@ -167,10 +169,17 @@ def below_meeting_point(state: State, queue_id: str, other_id: str) -> list[Enti
     return entities
 
 
-def _requested(job: Job) -> list[tuple[int, int]]:
-    """(resource index, amount) for each resource the whole job asks for."""
-    tasks = job.tasks  # the job's request (per_task x tasks), without building Resources
-    return [(r, amount * tasks) for r, amount in enumerate(job.per_task.as_tuple()) if amount > 0]
+def requested(cycle: CycleView, job: Job) -> Asked:
+    """(resource index, amount) for each resource the whole job asks for; kept per request
+    for the cycle (a job's request never changes), as every rule check asks again."""
+    memo: dict[tuple[Resources, int], Asked] = cycle.memo("reclaim_requested", dict)
+    key = (job.per_task, job.tasks)  # the job's request: per_task x tasks
+    found = memo.get(key)
+    if found is None:
+        tasks = job.tasks
+        amounts = enumerate(job.per_task.as_tuple())
+        found = memo[key] = tuple((r, amount * tasks) for r, amount in amounts if amount > 0)
+    return found
 
 
 class Reclaim:
@@ -187,11 +196,11 @@ class Reclaim:
         return self._within_share(cycle, job, [(queue, True)])
 
     def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
-        asked = _requested(job)
+        asked = requested(cycle, job)
         key = ("reclaim", tuple(r for r, _ in asked))
         return cached_candidates(cycle, key, lambda: self._candidates(cycle, asked), job.queue)
 
-    def _candidates(self, cycle: CycleView, asked: list[tuple[int, int]]) -> Iterator[str]:
+    def _candidates(self, cycle: CycleView, asked: Asked) -> Iterator[str]:
         for queue_id in sorted(cycle.state.queues):
             queue = cycle.state.queues[queue_id]
             if not queue.running:
@@ -214,7 +223,7 @@ class Reclaim:
         state = cycle.state
         if not self._within_share(cycle, job, below_meeting_point(state, job.queue, victim_queue)):
             return False
-        asked = _requested(job)
+        asked = requested(cycle, job)
         for entity in below_meeting_point(state, victim_queue, job.queue):
             used, share = _usage(cycle, entity)
             if not any(used[r] > share[r] + EPSILON for r, _ in asked):
@@ -260,7 +269,7 @@ class Reclaim:
 
     def _within_share(self, cycle: CycleView, job: Job, entities: list[Entity]) -> bool:
         """Every entity stays within its fair share once the whole job runs."""
-        asked = _requested(job)
+        asked = requested(cycle, job)
         for entity in entities:
             used, share = _usage(cycle, entity)
             if any(used[r] + amount > share[r] + EPSILON for r, amount in asked):

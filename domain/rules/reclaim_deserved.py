@@ -24,14 +24,16 @@ from domain.commands import PreemptReason
 from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import CycleView
 from domain.quota import UNLIMITED
+from domain.resources import Resources
 from domain.rules.reclaim import (
     EPSILON,
+    Asked,
     Entity,
-    _requested,
     _usage,
     below_meeting_point,
     cached_admission,
     cached_candidates,
+    requested,
 )
 from domain.state import Job, State
 
@@ -45,12 +47,20 @@ def deserved(state: State, entity: Entity) -> tuple[int, int, int]:
     return queue.quota.quota
 
 
-def guarded(state: State, job: Job) -> list[tuple[int, int]]:
+def guarded(cycle: CycleView, job: Job) -> Asked:
     """(resource index, amount) the job asks for in which its queue deserves something: the
     fallback restores a guarantee, and a queue with no deserved quota of a resource (e.g.
-    cpu it does not mention) has none to restore there."""
-    quota = deserved(state, (state.queues[job.queue], True))
-    return [(r, amount) for r, amount in _requested(job) if quota[r] != 0]
+    cpu it does not mention) has none to restore there. Kept per queue and request for the
+    cycle (quotas change only between cycles)."""
+    memo: dict[tuple[str, Resources, int], Asked] = cycle.memo("reclaim_guarded", dict)
+    key = (job.queue, job.per_task, job.tasks)
+    found = memo.get(key)
+    if found is None:
+        state = cycle.state
+        quota = deserved(state, (state.queues[job.queue], True))
+        asked = requested(cycle, job)
+        found = memo[key] = tuple((r, amount) for r, amount in asked if quota[r] != 0)
+    return found
 
 
 def _above(used: int, quota: int) -> bool:
@@ -68,16 +78,14 @@ class ReclaimDeserved:
 
     def applies(self, cycle: CycleView, job: Job) -> bool:
         queue = cycle.state.queues[job.queue]
-        return bool(guarded(cycle.state, job)) and self._within_deserved(
-            cycle, job, [(queue, True)]
-        )
+        return bool(guarded(cycle, job)) and self._within_deserved(cycle, job, [(queue, True)])
 
     def candidate_queues(self, cycle: CycleView, job: Job) -> Iterator[str]:
-        asked = guarded(cycle.state, job)
+        asked = guarded(cycle, job)
         key = ("reclaim_deserved", tuple(r for r, _ in asked))
         return cached_candidates(cycle, key, lambda: self._candidates(cycle, asked), job.queue)
 
-    def _candidates(self, cycle: CycleView, asked: list[tuple[int, int]]) -> Iterator[str]:
+    def _candidates(self, cycle: CycleView, asked: Asked) -> Iterator[str]:
         state = cycle.state
         for queue_id in sorted(state.queues):
             queue = state.queues[queue_id]
@@ -102,7 +110,7 @@ class ReclaimDeserved:
             cycle, job, below_meeting_point(state, job.queue, victim_queue)
         ):
             return False
-        asked = guarded(cycle.state, job)
+        asked = guarded(cycle, job)
         for entity in below_meeting_point(state, victim_queue, job.queue):
             used, _ = _usage(cycle, entity)
             quota = deserved(state, entity)
@@ -118,7 +126,7 @@ class ReclaimDeserved:
 
     def _within_deserved(self, cycle: CycleView, job: Job, entities: list[Entity]) -> bool:
         """Every entity stays within its deserved quota once the whole job runs."""
-        asked = guarded(cycle.state, job)
+        asked = guarded(cycle, job)
         for entity in entities:
             used, _ = _usage(cycle, entity)
             quota = deserved(cycle.state, entity)
@@ -135,4 +143,4 @@ def below_deserved(cycle: CycleView, job: Job) -> bool:
     entity: Entity = (state.queues[job.queue], True)
     used, _ = _usage(cycle, entity)
     quota = deserved(state, entity)
-    return any(quota[r] == UNLIMITED or used[r] < quota[r] for r, _ in guarded(state, job))
+    return any(quota[r] == UNLIMITED or used[r] < quota[r] for r, _ in guarded(cycle, job))
