@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import orjson
 import pytest
@@ -15,10 +12,10 @@ from aiokafka import AIOKafkaProducer
 from cli.staleness import scheduler_down
 from streams.kafka_io import Topics, ensure_topics
 from streams.status import ensure_status_topic, status_topic
+from tests.e2e.projections_process import cli
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
 
 
@@ -61,17 +58,6 @@ def test_the_reason_names_what_the_liveness_records_say(
         assert reason is not None and expected in reason
 
 
-def quotaflow(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
-
-
 async def publish(bootstrap: str, topic: str, published_s: float) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
@@ -91,7 +77,7 @@ async def test_queues_jobs_and_explain_warn_while_the_scheduler_is_down(
 
     # Given no scheduler ever published its liveness: each view answers, and warns in one line
     for command in (["queues"], ["jobs"], ["explain", "nobody"]):
-        result = quotaflow(*command, *kafka)
+        result = cli(*command, *kafka)
         assert result.returncode in (0, 1), result.stderr  # explain: 1 for an unknown job
         lines = result.stderr.splitlines()
         assert len(lines) == 1, result.stderr
@@ -102,14 +88,14 @@ async def test_queues_jobs_and_explain_warn_while_the_scheduler_is_down(
     topic = status_topic(prefix)
     await ensure_status_topic(kafka_bootstrap, topic)
     await publish(kafka_bootstrap, topic, time.time() - 60)
-    stale = quotaflow("queues", *kafka)
+    stale = cli("queues", *kafka)
     assert stale.returncode == 0 and stale.stderr.count("\n") == 1, stale.stderr
     assert "last liveness record on " + topic[len(prefix) :] in stale.stderr
 
     # Given a fresh record: no warning; nor for a saved journal or a past time
     await publish(kafka_bootstrap, topic, time.time())
-    fresh = quotaflow("queues", *kafka)
+    fresh = cli("queues", *kafka)
     assert fresh.returncode == 0 and fresh.stderr == "", fresh.stderr
     await publish(kafka_bootstrap, topic, time.time() - 60)
-    past = quotaflow("queues", *kafka, "--at", str(int(time.time() * 1000)))
+    past = cli("queues", *kafka, "--at", str(int(time.time() * 1000)))
     assert past.returncode == 0 and past.stderr == "", past.stderr
