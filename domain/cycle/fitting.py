@@ -44,6 +44,9 @@ class Fitter:
         # Room held for pending preemptors, summed per queue (see `_promised`).
         self._promised_key: tuple[int, int, int] | None = None
         self._promised_all: Promised | None = None
+        # Quota, limit and promised-room verdicts per queue, request and kind (`_breach`).
+        self._breaches: dict[tuple[str, Resources, int, bool, bool], Reason | None] = {}
+        self._breaches_at: tuple[int, int, int] | None = None
 
     def sizes(self, job: Job) -> list[int]:
         """Full size first; an elastic job then halves again and again down to min_tasks."""
@@ -54,7 +57,7 @@ class Fitter:
 
     def fit(self, job: Job, tasks: int) -> Attempt:
         """Checks quota and limits, then finds nodes, for `tasks` of the job; changes nothing."""
-        breach = admission_breach(self._state, job, tasks) or self._reserved_breach(job, tasks)
+        breach = self._breach(job, tasks)
         if breach is not None:
             return Attempt(reason=breach)
         if not job.held and self._known_no_room(job, tasks):
@@ -65,6 +68,26 @@ class Fitter:
                 self._remember_no_room(job, tasks)
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
+
+    def _breach(self, job: Job, tasks: int) -> Reason | None:
+        """Why quota, limits or room promised to preemptors forbid `tasks` more of the job.
+
+        Both checks read of the job only its queue, request and kind (preemptible,
+        interactive), unless it holds room itself; so the verdict is kept per those while no
+        allocation, hold or stop changed (as `_promised`), and look-alike jobs that differ
+        in priority, say, cost one check."""
+        state = self._state
+        if job.id in state.holders:
+            return admission_breach(state, job, tasks) or self._reserved_breach(job, tasks)
+        now = (*self._changes(), len(state.holders))
+        if now != self._breaches_at:
+            self._breaches_at = now
+            self._breaches.clear()
+        key = (job.queue, job.per_task, tasks, job.preemptible, job.interactive)
+        if key not in self._breaches:
+            found = admission_breach(state, job, tasks) or self._reserved_breach(job, tasks)
+            self._breaches[key] = found
+        return self._breaches[key]
 
     def _reserved_breach(self, job: Job, tasks: int) -> Reason | None:
         """Why `tasks` of the job would use quota or limit headroom that a preemption already
