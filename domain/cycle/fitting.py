@@ -1,8 +1,9 @@
 """Fitting: whether some tasks of a job may run now and on which nodes, or why not (pure).
 
-Checks quota and limits, then asks the placement strategy for nodes; changes nothing. Two
-per-cycle caches keep a round-robin scan over a full cluster cheap without changing any
-decision: shapes known to find no room, and the reason sentence per shape.
+Checks quota and limits, then asks the placement strategy for nodes; changes nothing.
+Per-cycle caches keep a round-robin scan over a full cluster cheap without changing any
+decision: quota and limit verdicts per queue and request, shapes known to find no room, and
+the reason sentence per shape.
 """
 
 from __future__ import annotations
