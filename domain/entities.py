@@ -94,12 +94,13 @@ class Job:
     def pending_key(self) -> tuple[int, str]:
         return (self.order, self.id)
 
-    def shape(self) -> tuple[object, ...]:
+    def shape(self, priority: bool = True) -> tuple[object, ...]:
         """What trying the job reads of it, apart from its history (held room, awaited
-        victims, displacements): look-alike jobs share it, and the cycle's caches key on it."""
+        victims, displacements): look-alike jobs share it, and the cycle's caches key on it.
+        Without `priority` when no preemption rule reads it (PreemptionRule.reads_priority)."""
         return (
             self.queue,
-            self.priority,
+            self.priority if priority else None,
             self.module,
             self.interactive,
             self.preemptible,

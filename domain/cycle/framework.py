@@ -150,6 +150,14 @@ class PreemptionRule(Protocol):
         share'; True when the set is acceptable."""
         ...
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        """Whether any verdict of the rule in this cycle may depend on the pending job's
+        priority: with the job as preemptor (`applies`, `admits`), or as the victim of a
+        running job (`admits`, asked to rule out preemption cycles). When no rule's does,
+        look-alike jobs of any priority share one try (`Session.try_schedule`). A rule
+        unsure says True."""
+        ...
+
 
 @runtime_checkable
 class ReleaseBound(Protocol):

@@ -121,8 +121,12 @@ class Session:
         for the same reason: a blocked try changes nothing that lasts (its trials roll back),
         and what it reads of the job is its shape (`_shape`). So a backlog of look-alike jobs
         costs one try per shape until something is placed, stopped or freed. A job with room
-        held for it, victims awaited or displacers to respect is always tried in full."""
+        held for it, victims awaited or displacers to respect is always tried in full.
+        Priority is part of the shape only when a preemption rule may read it: fitting,
+        the resolvers and the reclaim rules never do."""
         shape = _shape(job)
+        if shape is not None and not self._reads_priority(job):
+            shape = job.shape(priority=False)
         changes = self.lasting_changes()
         if shape is not None and changes is not None:
             blocked = self._blocked.get(shape)
@@ -163,6 +167,9 @@ class Session:
         if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
         return Outcome.BLOCKED, first_reason
+
+    def _reads_priority(self, job: Job) -> bool:
+        return any(rule.reads_priority(self, job) for rule in self._plugins.preemption_rules)
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
         return self._victims.preempt_for(job, rule)

@@ -47,5 +47,9 @@ class ChildLevel:
         # Below P: P is a strict ancestor of the victim's queue.
         return any(q.id == job.queue for q in cycle.state.ancestors(victim.queue))
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        # The range filters victims: the job's priority counts below a queue with the rule.
+        return any(q.preemption.child_level is not None for q in cycle.state.ancestors(job.queue))
+
     def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True

@@ -35,5 +35,8 @@ class Interactive:
     def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         return job.interactive and victim.queue == job.queue and not victim.interactive
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        return False  # no verdict reads a job's priority
+
     def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True

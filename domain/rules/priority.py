@@ -35,5 +35,9 @@ class WithinQueuePriority:
             and self.applies(cycle, job)
         )
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        # As preemptor or as victim, only within a queue whose within-queue preemption is on.
+        return self.applies(cycle, job)
+
     def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True

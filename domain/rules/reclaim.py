@@ -254,6 +254,9 @@ class Reclaim:
                         return False
         return True
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        return False  # no verdict reads a job's priority
+
     def release_room(self, cycle: CycleView, job: Job, queue_id: str) -> tuple[float, float, float]:
         """How much stopping `queue_id`'s jobs may release before `allows_after` refuses: per
         resource, the least, over the victim side's entities contended for it, of what the

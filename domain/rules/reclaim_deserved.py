@@ -124,6 +124,9 @@ class ReclaimDeserved:
         docstring for why nothing oscillates)."""
         return True
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        return False  # no verdict reads a job's priority
+
     def _within_deserved(self, cycle: CycleView, job: Job, entities: list[Entity]) -> bool:
         """Every entity stays within its deserved quota once the whole job runs."""
         asked = guarded(cycle, job)

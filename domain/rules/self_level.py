@@ -79,5 +79,14 @@ class SelfLevel:
             return False
         return top_sibling(cycle.state, job.queue, victim.queue)
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        # Both ranges read priorities: the job's own queue's rule, and its siblings' (or
+        # their ancestors' siblings') as victim. Any queue with the rule counts, checked once.
+        state = cycle.state
+        return cycle.memo(
+            "self_level_anywhere",
+            lambda: any(q.preemption.self_level is not None for q in state.queues.values()),
+        )
+
     def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True

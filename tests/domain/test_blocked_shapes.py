@@ -20,7 +20,7 @@ from tests.domain.test_preemption_properties import MODULES, queue_line
 
 POLICIES = ["round_robin", "intelligent", "balance", "fifo"]  # most skip a blocked job
 FIELDS = {
-    "queue": st.sampled_from(["p-x", "p-y", "q"]),
+    "queue": st.sampled_from(["p", "p-x", "p-y", "q"]),
     "priority": st.integers(1, 9),
     "module": st.sampled_from(MODULES),
     "tasks": st.integers(1, 3),
@@ -44,7 +44,14 @@ def look_alike_backlogs(draw: st.DrawFn) -> list[dict[str, Any]]:
             "low_priority": [1, 4],
             "modules": draw(st.lists(st.sampled_from(MODULES), min_size=1, unique=True)),
         }
-    lines.append(queue_line("p", None, -1, {"within_queue": draw(st.booleans())}))
+    parent_rules: dict[str, Any] = {"within_queue": draw(st.booleans())}
+    if draw(st.booleans()):  # the parent's own jobs may take from matching jobs below it
+        low = draw(st.integers(1, 9))
+        parent_rules["child_level"] = {
+            "priority": [low, draw(st.integers(low, 9))],
+            "modules": draw(st.lists(st.sampled_from(MODULES), min_size=1, unique=True)),
+        }
+    lines.append(queue_line("p", None, -1, parent_rules))
     for name, parent, quota in (("p-x", "p", 4), ("p-y", "p", 4), ("q", None, 8)):
         line = queue_line(name, parent, draw(st.integers(0, quota)), rules)
         line["policy"] = {"kind": draw(st.sampled_from(POLICIES))}
@@ -129,3 +136,49 @@ def test_a_backlog_of_look_alike_jobs_waits_for_one_reason_and_the_oldest_goes_f
     cluster.finish(2000, "big")
 
     assert [(c.type, c.job) for c in cluster.last] == [("Dispatch", "j0"), ("Dispatch", "j1")]
+
+
+def test_a_look_alike_of_higher_priority_is_tried_where_priority_decides_preemption() -> None:
+    # Given a queue with within-queue preemption, whose intelligent policy has aged an old
+    # priority-1 job above a new priority-5 one of the same shape
+    cluster = Cluster()
+    policy = {"kind": "intelligent", "aging_interval_s": 1}
+    cluster.given(
+        0,
+        queue("q", gpu_quota=4, policy=policy, preemption={"within_queue": True}),
+        node("n0", gpu=4),
+    )
+    cluster.given(0, job("running", "q", gpu=4, priority=1))
+    cluster.agents_obey()
+    cluster.given(1000, job("old", "q", gpu=4, priority=1))
+
+    # When the new job comes: the old one is tried first and blocked (it may not preempt a
+    # job of its own priority)
+    cluster.when(10_000, job("new", "q", gpu=4, priority=5))
+
+    # Then the new one is still tried in full, and preempts the running job
+    assert cluster.preempted() == ["running"]
+    assert cluster.why("old")[0] is ReasonKind.CAPACITY
+
+
+def test_a_look_alike_in_a_self_level_range_is_tried_after_one_below_it() -> None:
+    # Given queue a whose self-level rule lets priorities 5-9 preempt a sibling's 1-4, and an
+    # old priority-1 job of a that intelligent has aged above a new priority-5 one
+    cluster = Cluster()
+    rule = {"high_priority": [5, 9], "low_priority": [1, 4], "modules": ["DLC"]}
+    policy = {"kind": "intelligent", "aging_interval_s": 1}
+    cluster.given(
+        0,
+        queue("a", gpu_quota=0, policy=policy, preemption={"self_level": rule}),
+        queue("b", gpu_quota=4),
+        node("n0", gpu=4),
+    )
+    cluster.given(0, job("running", "b", gpu=4, priority=1, module="DLC"))
+    cluster.agents_obey()
+    cluster.given(1000, job("old", "a", gpu=4, priority=1, module="DLC"))
+
+    # When the new job comes: the old one is tried first and blocked (below the rule's range)
+    cluster.when(10_000, job("new", "a", gpu=4, priority=5, module="DLC"))
+
+    # Then the new one is still tried in full, and preempts b's job
+    assert cluster.preempted() == ["running"]

@@ -279,6 +279,9 @@ class UrgentPreemptsLowerPriority:
     def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        return True  # both applies and admits compare priorities
+
 
 @pytest.mark.parametrize("kind", ["fifo", "round_robin", "balance", "intelligent"])
 def test_resources_freed_by_a_preemption_are_held_for_the_preemptor(kind: str) -> None:

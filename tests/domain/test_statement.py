@@ -69,6 +69,9 @@ class NeverEnough:
         self.checked += 1
         return False
 
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        return True  # both applies and admits compare priorities
+
 
 running_jobs = st.lists(
     st.tuples(
