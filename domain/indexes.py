@@ -104,10 +104,10 @@ class NodeIndex:
         self._count(key, -1)
         return True
 
-    def free_of(self, node_id: str) -> tuple[int, int, int] | None:
-        """The live node's free (gpu, cpu, memory) as last filed (= Node.free), None if lost."""
-        key = self._keys.get(node_id)
-        return None if key is None else key[:3]
+    def free_of(self, live_node: str) -> tuple[int, int, int]:
+        """The live node's free (gpu, cpu, memory) as last filed (= Node.free)."""
+        gpu, cpu, memory = self._keys[live_node][:3]
+        return gpu, cpu, memory
 
     def fullest_first(self, at_least_gpu: int) -> Iterator[str]:
         """Nodes with at least `at_least_gpu` free, fullest (least free gpu) first."""

@@ -112,7 +112,7 @@ def plan_moves(
     # Only nodes that could hold a task once emptied are worth emptying.
     targets = sorted(
         (n for n in room.nodes() if job.per_task.fits_in(state.nodes[n].capacity)),
-        key=lambda node_id: (-_free_gpu(state, node_id), node_id),
+        key=lambda node_id: (-state.node_index.free_of(node_id)[0], node_id),  # Node.free.gpu
     )
     tries = 0
     plan: Plan | None = None
@@ -171,13 +171,6 @@ def plan_moves(
     if len(needed) < len(moves):
         return _without_unneeded(cycle, job, tasks, needed)
     return moves, plan
-
-
-def _free_gpu(state: State, live_node: str) -> int:
-    """Node.free.gpu as the node index filed it (no Resources built: asked for every node)."""
-    free = state.node_index.free_of(live_node)
-    assert free is not None, f"{live_node} is not live"
-    return free[0]
 
 
 class _Landing:

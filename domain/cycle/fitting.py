@@ -80,7 +80,7 @@ class Fitter:
         state = self._state
         if job.id in state.holders:
             return admission_breach(state, job, tasks) or self._reserved_breach(job, tasks)
-        now = (*self._changes(), len(state.holders))
+        now = self._allocations()
         if now != self._breaches_at:
             self._breaches_at = now
             self._breaches.clear()
@@ -89,6 +89,12 @@ class Fitter:
             found = admission_breach(state, job, tasks) or self._reserved_breach(job, tasks)
             self._breaches[key] = found
         return self._breaches[key]
+
+    def _allocations(self) -> tuple[int, int, int]:
+        """What the verdicts on quota, limits and promised room are kept under: the
+        statement's epoch and frees, and how many jobs hold room."""
+        epoch, frees = self._changes()
+        return epoch, frees, len(self._state.holders)
 
     def _reserved_breach(self, job: Job, tasks: int) -> Reason | None:
         """Why `tasks` of the job would use quota or limit headroom that a preemption already
@@ -133,7 +139,7 @@ class Fitter:
         holds, and a holder's dispatch, change both; a job that is itself a holder gets the
         sums with its own held room taken away."""
         state = self._state
-        key = (*self._changes(), len(state.holders))
+        key = self._allocations()
         if self._promised_key != key:
             self._promised_key = key
             self._promised_all = self._promised_sums(state)

@@ -155,8 +155,7 @@ class Room:
             grows = self.copies(node_id) < per_task.max_copies_in(ZERO)
             need = (_NO_NEED, _NO_NEED, _NO_NEED) if grows else None
         else:
-            free = self._state.node_index.free_of(node_id)  # Node.free, as filed (live)
-            assert free is not None, f"{node_id} is usable but not filed"
+            free = self._state.node_index.free_of(node_id)  # Node.free, as filed (usable: live)
             more = self.copies(node_id) + 1
             need = (
                 more * per_task.gpu - free[0] if per_task.gpu > 0 else _NO_NEED,
