@@ -9,7 +9,7 @@ from enum import StrEnum
 from domain.devices import NONE, Assignment, NodeDevices, usage
 from domain.events import Device, JobSubmitted
 from domain.reasons import Reason
-from domain.resources import ZERO, Resources
+from domain.resources import MANY_COPIES, ZERO, Resources
 
 
 class JobStatus(StrEnum):
@@ -111,6 +111,9 @@ class Job:
         )
 
 
+COPIES_MEMO_MAX = 256  # task shapes remembered per node between changes to its room
+
+
 @dataclass(slots=True)
 class Node:
     id: str
@@ -126,6 +129,10 @@ class Node:
     incarnation: int = 0  # that agent's start count (0: not given)
     devices: tuple[Device, ...] | None = None  # as the heartbeat listed them (None: implied)
     gpus: NodeDevices = field(default_factory=NodeDevices)  # per-device use (domain/devices.py)
+    # copies() of each task shape for a job holding nothing here, as the node is now. Every
+    # change to the node's room is followed by NodeIndex.update, which starts a new memo; an
+    # undone change puts the memo of the restored room back (statement.py's mementos).
+    copies_memo: dict[Resources, int] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def free(self) -> Resources:
@@ -162,8 +169,47 @@ class Node:
     ) -> int:
         """How many tasks of `per_task` fit here now for a job holding `own_hold` (and
         `own_devices`) here: in every resource, and on whole or shared GPU devices."""
-        copies = per_task.max_copies_in(self.free_for(own_hold))
-        if per_task.gpu and copies:
+        if own_hold is ZERO and own_devices is NONE:
+            memo = self.copies_memo
+            copies = memo.get(per_task)
+            if copies is None:
+                if len(memo) >= COPIES_MEMO_MAX:
+                    memo.clear()
+                copies = memo[per_task] = self._copies(per_task, own_hold, own_devices)
+            return copies
+        return self._copies(per_task, own_hold, own_devices)
+
+    def _copies(
+        self, per_task: Resources, own_hold: Resources, own_devices: Mapping[int, int]
+    ) -> int:
+        # per_task.max_copies_in(self.free_for(own_hold)), in plain integers: the fit and
+        # the victim search ask this of every candidate node.
+        held, stopping, capacity, allocated = (
+            self.held,
+            self.stopping,
+            self.capacity,
+            self.allocated,
+        )
+        copies = MANY_COPIES
+        want = per_task.gpu
+        if want > 0:
+            have = capacity.gpu - allocated.gpu - max(0, held.gpu - own_hold.gpu - stopping.gpu)
+            copies = have // want
+        want = per_task.cpu
+        if want > 0:
+            have = capacity.cpu - allocated.cpu - max(0, held.cpu - own_hold.cpu - stopping.cpu)
+            copies = min(copies, have // want)
+        want = per_task.memory
+        if want > 0:
+            have = (
+                capacity.memory
+                - allocated.memory
+                - max(0, held.memory - own_hold.memory - stopping.memory)
+            )
+            copies = min(copies, have // want)
+        if copies <= 0:
+            return 0
+        if per_task.gpu:
             copies = min(copies, self.gpus.copies(per_task.gpu, own_devices))
         return copies
 

@@ -77,7 +77,9 @@ class NodeIndex:
 
     def update(self, node: Node) -> None:
         """Re-files the node by its free capacity (drops it if lost). A node already indexed
-        keeps its place in `_keys`, so undoing a change restores the index exactly."""
+        keeps its place in `_keys`, so undoing a change restores the index exactly. Every
+        change to a node's room ends here, so the node's memo of copies starts anew."""
+        node.copies_memo = {}
         if node.lost:
             self.discard(node.id)
             self.version += 1

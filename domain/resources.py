@@ -7,6 +7,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 RESOURCE_NAMES: tuple[str, ...] = ("gpu", "cpu", "memory")
+MANY_COPIES = 1 << 30  # how many copies of an amount that asks nothing fit anywhere
 GPU_SCALE = 1000  # one device is 1000 milli-GPU, so 0.5 GPU is held exactly as 500
 
 
@@ -76,18 +77,14 @@ class Resources:
 
     def max_copies_in(self, available: Resources) -> int:
         """How many copies of this amount fit in `available` (a large number when nothing is asked)."""
-        counts = [
-            have // want
-            for want, have in (
-                (self.gpu, available.gpu),
-                (self.cpu, available.cpu),
-                (self.memory, available.memory),
-            )
-            if want > 0
-        ]
-        if not counts:
-            return 1 << 30
-        return max(0, min(counts))
+        copies = MANY_COPIES
+        if self.gpu > 0:
+            copies = available.gpu // self.gpu
+        if self.cpu > 0:
+            copies = min(copies, available.cpu // self.cpu)
+        if self.memory > 0:
+            copies = min(copies, available.memory // self.memory)
+        return max(0, copies)
 
     def get(self, name: str) -> int:
         value: int = getattr(self, name)

@@ -175,9 +175,11 @@ class ReleaseBound(Protocol):
 
 def exceeds_release_room(release: Resources, room: tuple[float, float, float]) -> bool:
     """Whether a release is above a `ReleaseBound.release_room` in some resource."""
-    return any(
-        amount > limit + RELEASE_EPSILON
-        for amount, limit in zip(release.as_tuple(), room, strict=True)
+    gpu, cpu, memory = room  # unrolled: the victim search asks this of every step
+    return (
+        release.gpu > gpu + RELEASE_EPSILON
+        or release.cpu > cpu + RELEASE_EPSILON
+        or release.memory > memory + RELEASE_EPSILON
     )
 
 

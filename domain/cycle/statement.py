@@ -220,7 +220,15 @@ def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
     placements, stopping, held = dict(job.placements), dict(job.stopping), dict(job.held)
     devices, held_devices = dict(job.devices), dict(job.held_devices)
     nodes = [
-        (node, node.allocated, node.held, node.stopping, dict(node.jobs), node.gpus.save())
+        (
+            node,
+            node.allocated,
+            node.held,
+            node.stopping,
+            dict(node.jobs),
+            node.gpus.save(),
+            node.copies_memo,
+        )
         for node in (state.nodes[n] for n in node_ids if n in state.nodes)
     ]
     queues = [
@@ -254,11 +262,12 @@ def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
             _member(queue.running, job.id, running)
         _member(state.elastic_placed, job.id, elastic)
         _member(state.holders, job.id, holder)
-        for node, allocated, node_held, node_stopping, jobs, gpus in nodes:
+        for node, allocated, node_held, node_stopping, jobs, gpus, copies_memo in nodes:
             node.allocated, node.held, node.stopping = allocated, node_held, node_stopping
             _refill(node.jobs, jobs)
             node.gpus.restore(gpus)
             state.node_index.update(node)
+            node.copies_memo = copies_memo  # the memo of the room now restored
         state.freed, state.needs_cycle, state.node_index.version = freed, needs_cycle, version
 
     return undo

@@ -20,7 +20,7 @@ from domain.cycle.session import Session
 from domain.decider import apply
 from domain.indexes import NodeIndex, PendingIndex
 from domain.plugins import Plugins
-from domain.state import Job, State
+from domain.state import Job, Node, State
 from tests.domain.harness import Cluster, job, node, queue
 
 
@@ -31,8 +31,15 @@ def canonical(value: Any) -> Any:
         return value.value
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
+    if isinstance(value, Node):
+        _check_copies_memo(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [(f.name, canonical(getattr(value, f.name))) for f in dataclasses.fields(value)]
+        # A field left out of equality is a memo (Node.copies_memo): checked true, not compared.
+        return [
+            (f.name, canonical(getattr(value, f.name)))
+            for f in dataclasses.fields(value)
+            if f.compare
+        ]
     if isinstance(value, NodeIndex | PendingIndex):
         return [(name, canonical(getattr(value, name))) for name in type(value).__slots__]
     if isinstance(value, dict):
@@ -42,6 +49,13 @@ def canonical(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [canonical(item) for item in value]
     return value
+
+
+def _check_copies_memo(node: Node) -> None:
+    """Every copies count the node remembers is what it would count afresh now."""
+    fresh = dataclasses.replace(node, copies_memo={})
+    for per_task, copies in node.copies_memo.items():
+        assert copies == fresh.copies(per_task), (node.id, per_task, copies)
 
 
 class NeverEnough:
