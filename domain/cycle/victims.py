@@ -9,6 +9,7 @@ See docs/preemption.md.
 
 from __future__ import annotations
 
+from domain.cycle import node_sets
 from domain.cycle.displacement import superiors_key
 from domain.cycle.framework import (
     Attempt,
@@ -113,10 +114,22 @@ class VictimSearch:
         # Cheapest nodes first: for each node, the least disruptive steps that let it hold one
         # more task; then every step left, in least disruption order, for what nodes alone
         # could not reach. A step the rule forbids is skipped, not the end of the search.
-        for node_steps in self._node_sets(walk, steps):
-            if walk.found is not None:
-                break
-            walk.take_all(node_steps)
+        # The cheapest node's set alone is usually enough, and costs no other node's trial.
+        on_node = node_sets.by_node(steps)
+        trial = self._trial_for(walk)
+        first = node_sets.cheapest(on_node, trial, self.step_order)
+        if first is not None:
+            walk.take_all(first)
+        if first is not None and walk.found is None:
+            # Not enough: start again from where the search began, with every node's set.
+            statement.rollback(checkpoint)
+            room = Room(state, statement, job)
+            checkpoint = statement.checkpoint()
+            walk = _Walk(self, job, rule, room, target)
+            for node_steps in node_sets.in_order(on_node, self._trial_for(walk)):
+                if walk.found is not None:
+                    break
+                walk.take_all(node_steps)
         if walk.found is None:
             walk.take_all(steps)
         found = walk.found
@@ -162,44 +175,42 @@ class VictimSearch:
     def fit(self, job: Job, tasks: int) -> Attempt:
         return self._cycle.fit(job, tasks)
 
-    def _node_sets(self, walk: _Walk, steps: list[VictimStep]) -> list[list[VictimStep]]:
-        """Per node, the steps (in least disruption order, forbidden ones skipped) that let it
-        hold one more task of the job, cheapest node first: fewest of the highest priority
-        disturbed, then fewest victims, then the least recent start, then node id. Each node
-        is tried on its own and rolled back exactly after (placements and devices), so the
-        cost is one pass over the steps touching each node; a node whose free room plus all
-        its steps free could not hold one more task is not tried (`Room.could_grow`)."""
-        on_node: dict[str, list[VictimStep]] = {}
-        for step in steps:
-            for node_id, _ in step.nodes:
-                on_node.setdefault(node_id, []).append(step)
+    def _trial_for(self, walk: _Walk) -> node_sets.Trial:
+        """Costs one node's steps for the walk's job and rule (`node_sets.Trial`): they are
+        taken in order until the node holds one more task, then undone exactly (placements
+        and devices as before), and every node a victim tried here runs on is recounted. A
+        node whose free room plus all its steps free could not hold one more task is not
+        tried (`Room.could_grow`). Cost: fewest of the highest priority disturbed, then
+        fewest victims, then the least recent start, then node id."""
         room = walk.room
         statement = self._cycle.statement
-        costed: list[tuple[tuple[object, ...], list[VictimStep]]] = []
-        for node_id in sorted(on_node):
+
+        def trial(
+            node_id: str, steps: list[VictimStep]
+        ) -> tuple[node_sets.Cost, list[VictimStep]] | None:
             before = room.copies(node_id)
-            if not room.could_grow(node_id, on_node[node_id]):
-                continue  # even all its steps would not free room for one more task
+            if not room.could_grow(node_id, steps):
+                return None  # even all its steps would not free room for one more task
             mark = statement.checkpoint()
-            trial = _Walk(self, walk.job, walk.rule, room, None)
-            for step in on_node[node_id]:
-                trial.take(step)
+            tried = _Walk(self, walk.job, walk.rule, room, None)
+            for step in steps:
+                tried.take(step)
                 if room.copies(node_id) > before:
                     break
+            found: tuple[node_sets.Cost, list[VictimStep]] | None = None
             if room.copies(node_id) > before:
-                orders = [self.step_order(step) for step in trial.chosen]
+                orders = [self.step_order(step) for step in tried.chosen]
                 top = max(order[0] for order in orders)
                 at_top = sum(1 for order in orders if order[0] == top)
-                cost = (top, at_top, len(trial.victims), max(orders), node_id)
-                costed.append((cost, list(trial.chosen)))
-            # Undone exactly (placements and devices as before the trial), then every node a
-            # victim tried here runs on is recounted.
+                cost = (top, at_top, len(tried.victims), max(orders), node_id)
+                found = (cost, list(tried.chosen))
             statement.rollback(mark)
-            touched = {n for step in on_node[node_id] for n in step.victim.placements}
+            touched = {n for step in steps for n in step.victim.placements}
             for touched_id in sorted(touched):
                 room.recount(touched_id)
-        costed.sort(key=lambda item: item[0])
-        return [chosen for _, chosen in costed]
+            return found
+
+        return trial
 
     def _minimise(
         self,
