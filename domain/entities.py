@@ -214,6 +214,8 @@ class Node:
         return copies
 
     def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
+        if not selector:  # most jobs select no labels; asked of every candidate node
+            return True
         return all(self.labels.get(key) == value for key, value in selector)
 
 
