@@ -143,7 +143,11 @@ class PreemptionRule(Protocol):
         """Queues whose running jobs may be victims (sorted)."""
         ...
 
-    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool: ...
+    def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
+        """Whether `victim` may be stopped for `job`. It reads of either job only its shape
+        (`Job.shape`) and, of displacements, `explicit_superiors`: the victim search judges
+        look-alike victims once (domain/cycle/candidates.py)."""
+        ...
 
     def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         """A check over the whole victim set, e.g. reclaim's 'no victim queue below its fair

@@ -10,13 +10,13 @@ See docs/preemption.md.
 from __future__ import annotations
 
 from domain.cycle import node_sets
+from domain.cycle.candidates import candidate_steps
 from domain.cycle.displacement import superiors_key
 from domain.cycle.framework import (
     Attempt,
     Cycle,
     PreemptionRule,
     ReleaseBound,
-    exceeds_release_room,
 )
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
 from domain.state import Job, JobStatus
@@ -47,12 +47,17 @@ class VictimSearch:
         return (priority, 0 if step.shrink else 1, recent, victim_id, step.index)
 
     def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
+        return self.may_stop(job, victim) and self.admitted(job, victim, rule)
+
+    def may_stop(self, job: Job, victim: Job) -> bool:
         if victim.id == job.id or not victim.preemptible or victim.interactive:
             return False
         if victim.status is not JobStatus.RUNNING or victim.stopping or not victim.placements:
             return False
-        if victim.id in self._dispatched_now:
-            return False  # dispatching and preempting a job in one breath is pure churn
+        # Dispatching and preempting a job in one breath is pure churn.
+        return victim.id not in self._dispatched_now
+
+    def admitted(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
         if not rule.admits(self._cycle, job, victim):
             return False
         return not self.could_preempt_back(victim, job, rule)
@@ -144,30 +149,9 @@ class VictimSearch:
         return True
 
     def _candidate_steps(self, job: Job, rule: PreemptionRule) -> list[VictimStep]:
-        """The steps of every admitted victim of the rule's candidate queues. With a rule that
-        bounds what each queue may release (ReleaseBound), a victim's steps beyond that room
-        are dropped first, before the costlier filters: the walk would refuse them anyway
-        (a release the room refuses alone is refused after other victims too), so decisions
-        are the same and a queue with no room for any of its jobs costs one pass."""
-        state = self._cycle.state
         if id(rule) not in self._bounds:
             self._bounds[id(rule)] = rule if isinstance(rule, ReleaseBound) else None
-        bound = self._bounds[id(rule)]
-        steps: list[VictimStep] = []
-        for queue_id in rule.candidate_queues(self._cycle, job):
-            room = None if bound is None else bound.release_room(self._cycle, job, queue_id)
-            for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
-                if room is not None and exceeds_release_room(
-                    victim.per_task * _first_tasks(victim), room
-                ):
-                    continue  # even its smallest step would be refused
-                if not self.may_be_victim(job, victim, rule):
-                    continue
-                own = victim_steps(victim)
-                if room is not None:
-                    own = _within_room(own, room)
-                steps += own
-        return steps
+        return candidate_steps(self._cycle, self, job, rule, self._bounds[id(rule)])
 
     def allowed(self, job: Job, rule: PreemptionRule, victims: list[Job]) -> bool:
         return rule.allows_after(self._cycle, job, victims)
@@ -272,24 +256,6 @@ class VictimSearch:
             cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
         for node_id in sorted(plan):
             cycle.statement.hold(job, node_id, job.per_task * plan[node_id])
-
-
-def _first_tasks(victim: Job) -> int:
-    """Tasks the victim's first step stops (all of a non-elastic job; else one halving)."""
-    placed = sum(victim.placements.values())
-    if not victim.is_elastic or placed <= victim.min_tasks:
-        return placed
-    return placed - max(victim.min_tasks, placed // 2)
-
-
-def _within_room(steps: list[VictimStep], room: tuple[float, float, float]) -> list[VictimStep]:
-    """The prefix of a victim's steps whose release, counted from its first step, fits."""
-    tasks = 0
-    for position, step in enumerate(steps):
-        tasks += sum(count for _, count in step.nodes)
-        if exceeds_release_room(step.victim.per_task * tasks, room):
-            return steps[:position]
-    return steps
 
 
 class _Walk:
