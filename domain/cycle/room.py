@@ -32,6 +32,8 @@ def victim_steps(victim: Job) -> list[VictimStep]:
     """A gang is stopped whole; an elastic job may first give up tasks by halves down to
     min_tasks (as Run:AI shrinks), each time from the nodes where it has the fewest tasks so
     that what keeps running stays together."""
+    if not victim.is_elastic:  # one step: the search lists every running victim's steps
+        return [VictimStep(victim, tuple(sorted(victim.placements.items())), False, 0)]
     placed = dict(victim.placements)
     size = sum(placed.values())
     steps: list[VictimStep] = []
