@@ -17,6 +17,8 @@ class ResourceError(ValueError):
 
 def gpu_to_milli(value: float | int) -> int:
     """Converts a wire GPU amount (devices, fractions allowed) to exact milli-GPU."""
+    if type(value) is int:  # whole devices, the common case: exact without Decimal
+        return value * GPU_SCALE
     try:
         scaled = Decimal(str(value)) * GPU_SCALE
     except InvalidOperation as exc:  # pragma: no cover - pydantic already checked the type
