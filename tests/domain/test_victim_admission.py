@@ -15,6 +15,14 @@ from tests.domain.test_blocked_shapes import look_alike_backlogs, simulate
 from tests.domain.test_preemption_properties import queue_line, scenarios
 
 SELF_LEVEL = {"high_priority": [9, 9], "low_priority": [1, 5], "modules": ["EAS"]}
+# Queue a (quota 2) and queue b (quota 0, whose priority-9 jobs may take a's priority 1-5
+# jobs by its self-level rule), on one node of 2 GPUs.
+A_AND_B_ON_TWO_GPUS = [
+    {"type": "ClusterConfigured", "ts": 0},
+    queue_line("a", None, 2, {"within_queue": False}),
+    queue_line("b", None, 0, {"within_queue": False, "self_level": SELF_LEVEL}),
+    {"type": "NodeHeartbeat", "ts": 0, "node": "n0", "capacity": {"gpu": 2}},
+]
 
 
 def job(name: str, queue: str, priority: int, ts: int) -> dict[str, Any]:
@@ -36,10 +44,7 @@ def test_a_look_alike_of_the_job_that_displaced_it_may_still_be_reclaimed() -> N
     # then b loses the rule, so a (below its quota) may reclaim from b (above its own)
     b_without_rule = queue_line("b", None, 0, {"within_queue": False}) | {"ts": 3000}
     lines = [
-        {"type": "ClusterConfigured", "ts": 0},
-        queue_line("a", None, 2, {"within_queue": False}),
-        queue_line("b", None, 0, {"within_queue": False, "self_level": SELF_LEVEL}),
-        {"type": "NodeHeartbeat", "ts": 0, "node": "n0", "capacity": {"gpu": 2}},
+        *A_AND_B_ON_TWO_GPUS,
         job("a-j", "a", 1, 0),
         job("a-x", "a", 1, 0),
         job("b-v1", "b", 9, 1000),
@@ -70,10 +75,7 @@ def test_victims_alike_but_for_priority_are_judged_apart() -> None:
     # Given b's self-level rule over priorities 1-5, and a's two running jobs that differ only
     # in priority: a-1 (priority 7, listed first) and a-2 (priority 2)
     lines = [
-        {"type": "ClusterConfigured", "ts": 0},
-        queue_line("a", None, 2, {"within_queue": False}),
-        queue_line("b", None, 0, {"within_queue": False, "self_level": SELF_LEVEL}),
-        {"type": "NodeHeartbeat", "ts": 0, "node": "n0", "capacity": {"gpu": 2}},
+        *A_AND_B_ON_TWO_GPUS,
         job("a-1", "a", 7, 0),
         job("a-2", "a", 2, 0),
         job("b-v", "b", 9, 1000),
