@@ -17,8 +17,12 @@ class ResourceError(ValueError):
 
 def gpu_to_milli(value: float | int) -> int:
     """Converts a wire GPU amount (devices, fractions allowed) to exact milli-GPU."""
-    if type(value) is int:  # whole devices, the common case: exact without Decimal
+    # Whole devices, the common case (validated wire amounts arrive as floats): exact
+    # without Decimal.
+    if type(value) is int:
         return value * GPU_SCALE
+    if type(value) is float and value.is_integer():
+        return int(value) * GPU_SCALE
     try:
         scaled = Decimal(str(value)) * GPU_SCALE
     except InvalidOperation as exc:  # pragma: no cover - pydantic already checked the type
