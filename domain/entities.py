@@ -9,7 +9,7 @@ from enum import StrEnum
 from domain.devices import NONE, Assignment, NodeDevices, usage
 from domain.events import Device, JobSubmitted
 from domain.reasons import Reason
-from domain.resources import MANY_COPIES, ZERO, Resources
+from domain.resources import ZERO, Resources
 
 
 class JobStatus(StrEnum):
@@ -182,31 +182,7 @@ class Node:
     def _copies(
         self, per_task: Resources, own_hold: Resources, own_devices: Mapping[int, int]
     ) -> int:
-        # per_task.max_copies_in(self.free_for(own_hold)), in plain integers: the fit and
-        # the victim search ask this of every candidate node.
-        held, stopping, capacity, allocated = (
-            self.held,
-            self.stopping,
-            self.capacity,
-            self.allocated,
-        )
-        copies = MANY_COPIES
-        want = per_task.gpu
-        if want > 0:
-            have = capacity.gpu - allocated.gpu - max(0, held.gpu - own_hold.gpu - stopping.gpu)
-            copies = have // want
-        want = per_task.cpu
-        if want > 0:
-            have = capacity.cpu - allocated.cpu - max(0, held.cpu - own_hold.cpu - stopping.cpu)
-            copies = min(copies, have // want)
-        want = per_task.memory
-        if want > 0:
-            have = (
-                capacity.memory
-                - allocated.memory
-                - max(0, held.memory - own_hold.memory - stopping.memory)
-            )
-            copies = min(copies, have // want)
+        copies = per_task.max_copies_in(self.free_for(own_hold))
         if copies <= 0:
             return 0
         if per_task.gpu:

@@ -14,7 +14,6 @@ from typing import Protocol
 
 from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import (
-    RELEASE_EPSILON,
     Cycle,
     PreemptionRule,
     ReleaseBound,
@@ -55,7 +54,9 @@ def candidate_steps(
     for queue_id in rule.candidate_queues(cycle, job):
         room = None if bound is None else bound.release_room(cycle, job, queue_id)
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
-            if room is not None and _first_step_exceeds(victim, room):
+            if room is not None and exceeds_release_room(
+                victim.per_task, room, first_tasks(victim)
+            ):
                 continue  # even its smallest step would be refused
             if not search.may_stop(job, victim):
                 continue
@@ -82,17 +83,6 @@ def look_alike(victim: Job, superiors: frozenset[str]) -> tuple[object, ...] | N
     if victim.displaced_by or victim.id in superiors:
         return None
     return victim.shape()
-
-
-def _first_step_exceeds(victim: Job, room: tuple[float, float, float]) -> bool:
-    """`exceeds_release_room(victim.per_task * first_tasks(victim), room)`, in numbers."""
-    tasks = first_tasks(victim)
-    per_task = victim.per_task
-    return (
-        per_task.gpu * tasks > room[0] + RELEASE_EPSILON
-        or per_task.cpu * tasks > room[1] + RELEASE_EPSILON
-        or per_task.memory * tasks > room[2] + RELEASE_EPSILON
-    )
 
 
 def first_tasks(victim: Job) -> int:

@@ -177,13 +177,16 @@ class ReleaseBound(Protocol):
     ) -> tuple[float, float, float]: ...
 
 
-def exceeds_release_room(release: Resources, room: tuple[float, float, float]) -> bool:
-    """Whether a release is above a `ReleaseBound.release_room` in some resource."""
-    gpu, cpu, memory = room  # unrolled: the victim search asks this of every step
+def exceeds_release_room(
+    release: Resources, room: tuple[float, float, float], times: int = 1
+) -> bool:
+    """Whether a release (`times` copies of `release`) is above a
+    `ReleaseBound.release_room` in some resource."""
+    gpu, cpu, memory = room  # unrolled: the victim search asks this of every victim
     return (
-        release.gpu > gpu + RELEASE_EPSILON
-        or release.cpu > cpu + RELEASE_EPSILON
-        or release.memory > memory + RELEASE_EPSILON
+        release.gpu * times > gpu + RELEASE_EPSILON
+        or release.cpu * times > cpu + RELEASE_EPSILON
+        or release.memory * times > memory + RELEASE_EPSILON
     )
 
 
