@@ -108,7 +108,7 @@ def _plan(
         room = None if bound is None else bound.release_room(cycle, job, queue_id)
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
             if room is not None and exceeds_release_room(
-                victim.per_task * victim.placed_tasks, room
+                victim.per_task, room, victim.placed_tasks
             ):
                 continue
             if cycle.may_be_victim(job, victim, rule):

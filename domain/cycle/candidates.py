@@ -98,6 +98,6 @@ def within_room(steps: list[VictimStep], room: tuple[float, float, float]) -> li
     tasks = 0
     for position, step in enumerate(steps):
         tasks += sum(count for _, count in step.nodes)
-        if exceeds_release_room(step.victim.per_task * tasks, room):
+        if exceeds_release_room(step.victim.per_task, room, tasks):
             return steps[:position]
     return steps

@@ -96,16 +96,22 @@ class Room:
         return [node_id for node_id in sorted(self._state.nodes) if self._usable(node_id)]
 
     def total_if_freed(self, steps: list[VictimStep]) -> int:
-        freed: dict[str, Resources] = {}
+        freed: dict[str, list[int]] = {}  # per node, gpu, cpu and memory the steps free
         for step in steps:
+            per_task = step.victim.per_task
             for node_id, tasks in step.nodes:
-                freed[node_id] = freed.get(node_id, ZERO) + step.victim.per_task * tasks
+                amounts = freed.setdefault(node_id, [0, 0, 0])
+                amounts[0] += per_task.gpu * tasks
+                amounts[1] += per_task.cpu * tasks
+                amounts[2] += per_task.memory * tasks
         total = self.total
+        asked = self._job.per_task
         for node_id in sorted(freed):
             if self._usable(node_id):
-                node = self._state.nodes[node_id]
-                copies = self._job.per_task.max_copies_in(node.free + freed[node_id])
-                total += copies - self._copies.get(node_id, 0)
+                free = self._state.nodes[node_id].free
+                gpu, cpu, memory = freed[node_id]
+                more = Resources(free.gpu + gpu, free.cpu + cpu, free.memory + memory)
+                total += asked.max_copies_in(more) - self._copies.get(node_id, 0)
         return total
 
     def could_grow(self, node_id: str, steps: list[VictimStep]) -> bool:
