@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
@@ -53,6 +54,17 @@ async def recreate(bootstrap: str, topics: Topics) -> None:
     await ensure_topics(bootstrap, topics)
 
 
+async def restart_on_new_journal(
+    bootstrap: str, topics: Topics, projections: Projections, seqs: range, *, apart: bool
+) -> dict[str, Any]:
+    """Recreates the topics with a journal of Ticks `seqs`, starts the projections on it and
+    returns their health once they have read it to its end."""
+    await recreate(bootstrap, topics)
+    await write_ticks(bootstrap, topics.journal, seqs, apart=apart)
+    projections.start()
+    return await projections.caught_up(seqs[-1])
+
+
 async def test_a_checkpoint_the_journal_does_not_continue_is_set_aside(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -68,11 +80,10 @@ async def test_a_checkpoint_the_journal_does_not_continue_is_set_aside(
         projections.stop()
 
         # When the topics are recreated with a shorter journal (its end before the checkpoint's offset)
-        await recreate(kafka_bootstrap, topics)
-        await write_ticks(kafka_bootstrap, topics.journal, range(1, 3), apart=False)
-        projections.start()
+        health = await restart_on_new_journal(
+            kafka_bootstrap, topics, projections, range(1, 3), apart=False
+        )
         # Then the checkpoint is set aside and the view rebuilt from offset 0
-        health = await projections.caught_up(2)
         assert health["seq"] == 2 and health["resumed_from"] is None
         assert "beyond the end" in health["rebuilt_because"]
         assert health["read_since_start"]["journal"] == 2
@@ -80,11 +91,10 @@ async def test_a_checkpoint_the_journal_does_not_continue_is_set_aside(
         projections.stop()
 
         # When they are recreated again and the record at the checkpoint's offset is not seq 3
-        await recreate(kafka_bootstrap, topics)
-        await write_ticks(kafka_bootstrap, topics.journal, range(1, 7), apart=True)
-        projections.start()
+        health = await restart_on_new_journal(
+            kafka_bootstrap, topics, projections, range(1, 7), apart=True
+        )
         # Then it is set aside too, and the whole new journal folded
-        health = await projections.caught_up(6)
         assert health["seq"] == 6 and health["records"] == 6 and health["duplicates_skipped"] == 0
         assert "the checkpoint expects 3" in health["rebuilt_because"]
         assert health["errors"] == []
