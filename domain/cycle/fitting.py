@@ -77,18 +77,19 @@ class Fitter:
         interactive), unless it holds room itself; so the verdict is kept per those while no
         allocation, hold or stop changed (as `_promised`), and look-alike jobs that differ
         in priority, say, cost one check."""
-        state = self._state
-        if job.id in state.holders:
-            return admission_breach(state, job, tasks) or self._reserved_breach(job, tasks)
+        if job.id in self._state.holders:
+            return self._breach_now(job, tasks)
         now = self._allocations()
         if now != self._breaches_at:
             self._breaches_at = now
             self._breaches.clear()
         key = (job.queue, job.per_task, tasks, job.preemptible, job.interactive)
         if key not in self._breaches:
-            found = admission_breach(state, job, tasks) or self._reserved_breach(job, tasks)
-            self._breaches[key] = found
+            self._breaches[key] = self._breach_now(job, tasks)
         return self._breaches[key]
+
+    def _breach_now(self, job: Job, tasks: int) -> Reason | None:
+        return admission_breach(self._state, job, tasks) or self._reserved_breach(job, tasks)
 
     def _allocations(self) -> tuple[int, int, int]:
         """What the verdicts on quota, limits and promised room are kept under: the

@@ -124,9 +124,7 @@ class Session:
         held for it, victims awaited or displacers to respect is always tried in full.
         Priority is part of the shape only when a preemption rule may read it: fitting,
         the resolvers and the reclaim rules never do."""
-        shape = _shape(job)
-        if shape is not None and not self._reads_priority(job):
-            shape = job.shape(priority=False)
+        shape = _shape(job, self._reads_priority)
         changes = self.lasting_changes()
         if shape is not None and changes is not None:
             blocked = self._blocked.get(shape)
@@ -256,9 +254,10 @@ class Session:
         return commands
 
 
-def _shape(job: Job) -> tuple[object, ...] | None:
-    """Everything trying a pending job reads of it, or None for a job whose try also reads
-    its own history (held room, awaited victims, who displaced it)."""
+def _shape(job: Job, reads_priority: Callable[[Job], bool]) -> tuple[object, ...] | None:
+    """Everything trying a pending job reads of it (its priority only when `reads_priority`
+    says some rule may), or None for a job whose try also reads its own history (held room,
+    awaited victims, who displaced it)."""
     if job.held or job.awaiting or job.displaced_by or job.status is not JobStatus.PENDING:
         return None
-    return job.shape()
+    return job.shape(priority=reads_priority(job))

@@ -114,7 +114,9 @@ def test_look_alike_jobs_get_the_commands_and_reasons_of_full_tries(
     lines: list[dict[str, Any]],
 ) -> None:
     remembered = simulate(lines)
-    with mock.patch.object(session, "_shape", lambda job: None):  # every job tried in full
+    with mock.patch.object(
+        session, "_shape", lambda job, reads_priority: None
+    ):  # every job tried in full
         tried = simulate(lines)
     assert remembered == tried
 
