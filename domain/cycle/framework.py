@@ -159,7 +159,9 @@ class PreemptionRule(Protocol):
         priority: with the job as preemptor (`applies`, `admits`), or as the victim of a
         running job (`admits`, asked to rule out preemption cycles). When no rule's does,
         look-alike jobs of any priority share one try (`Session.try_schedule`). A rule
-        unsure says True."""
+        unsure says True. The answer may read only the job's queue and the configuration (the
+        queue tree, its policies and preemption settings): the session asks once per queue
+        and cycle."""
         ...
 
 

@@ -40,6 +40,8 @@ class Session:
         self._memo: dict[str, object] = {}  # per-cycle caches of plug-ins, by plug-in name
         # Per job shape: (lasting changes when a job of that shape was found blocked, why).
         self._blocked: dict[tuple[object, ...], tuple[int, Reason | None]] = {}
+        # Per queue: whether some preemption rule may read its jobs' priority this cycle.
+        self._priority_read: dict[str, bool] = {}
         self._fitter = Fitter(state, self.placement, self._changes)
         self._victims = VictimSearch(self, self._dispatched_now)
         self._explicit = frozenset(r.reason for r in plugins.preemption_rules if r.explicit)
@@ -167,7 +169,15 @@ class Session:
         return Outcome.BLOCKED, first_reason
 
     def _reads_priority(self, job: Job) -> bool:
-        return any(rule.reads_priority(self, job) for rule in self._plugins.preemption_rules)
+        """Asked once per queue and cycle: a rule's answer reads only the job's queue and
+        the configuration (PreemptionRule.reads_priority), which no cycle changes."""
+        known = self._priority_read.get(job.queue)
+        if known is None:
+            rules = self._plugins.preemption_rules
+            known = self._priority_read[job.queue] = any(
+                rule.reads_priority(self, job) for rule in rules
+            )
+        return known
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
         return self._victims.preempt_for(job, rule)

@@ -11,10 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.cycle import session
+from domain.cycle.framework import CycleView
 from domain.pending import Standing
+from domain.plugins import Plugins
 from domain.reasons import ReasonKind
+from domain.rules.priority import WithinQueuePriority
 from domain.simulation import Simulator
-from domain.state import JobStatus
+from domain.state import Job, JobStatus
 from tests.domain.harness import Cluster, job, node, queue
 from tests.domain.test_preemption_properties import MODULES, queue_line
 
@@ -184,3 +187,39 @@ def test_a_look_alike_in_a_self_level_range_is_tried_after_one_below_it() -> Non
 
     # Then the new one is still tried in full, and preempts b's job
     assert cluster.preempted() == ["running"]
+
+
+class CountingReadsPriority(WithinQueuePriority):
+    """Within-queue priority preemption that counts how often it is asked whether it reads
+    a job's priority."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def reads_priority(self, cycle: CycleView, job: Job) -> bool:
+        self.asked.append(job.queue)
+        return super().reads_priority(cycle, job)
+
+
+def test_whether_priority_is_read_is_asked_once_per_queue_and_cycle() -> None:
+    # Given two queues with a backlog of blocked jobs each, and a full node
+    rule = CountingReadsPriority()
+    cluster = Cluster(Plugins(preemption_rules=[rule]))
+    cluster.given(
+        0,
+        queue("a", gpu_quota=2, policy={"kind": "round_robin"}),
+        queue("b", gpu_quota=2, policy={"kind": "round_robin"}),
+        node("n0", gpu=2),
+    )
+    cluster.given(0, job("big", "a", gpu=2))
+    cluster.agents_obey()
+
+    # When one cycle tries six jobs of each queue, of three priorities
+    rule.asked.clear()
+    cluster.when(
+        1000, *(job(f"{q}{i}", q, gpu=1, priority=1 + i % 3) for q in "ab" for i in range(6))
+    )
+
+    # Then the rule was asked once per queue
+    assert sorted(rule.asked) == ["a", "b"]
+    assert cluster.why("b5")[0] is ReasonKind.CAPACITY
