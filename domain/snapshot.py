@@ -39,7 +39,7 @@ FORMAT_VERSION = 3
 FORMAT = "quotaflow.state"
 
 # Fields rebuilt on load rather than written: derived from other fields.
-DERIVED_STATE = frozenset({"node_index", "timer_set", "fair_share_levels"})
+DERIVED_STATE = frozenset({"node_index", "timer_set", "fair_share_levels", "hold_changes"})
 DERIVED_QUEUE = frozenset({"quota", "policy", "preemption"})
 DERIVED_NODE = frozenset({"copies_memo"})  # a memo: a loaded node starts without one
 

@@ -73,6 +73,10 @@ class State:
     # costs one set insert per placement instead of a scan of every running job each cycle.
     elastic_placed: set[str] = field(default_factory=set)
     holders: set[str] = field(default_factory=set)  # jobs with room held for them
+    # Bumped by every change to what is held for pending jobs (a hold, a drop, a holder
+    # pending again) and by a rollback that undid one: the fitter keeps its sums of promised
+    # room while it stands still. A counter, never saved.
+    hold_changes: int = field(default=0, compare=False)
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
     # Restarted agents' nodes -> the (job, attempt) pairs they run; settled by the next cycle.
     reconcile_requests: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
@@ -214,6 +218,7 @@ class State:
         """Keeps `amount` on a node for `job` (freed for it by a preemption), and the devices
         its tasks will take there once the stopping tasks are gone."""
         node = self.nodes[node_id]
+        self.hold_changes += 1
         job.held[node_id] = job.held.get(node_id, ZERO) + amount
         node.held = node.held + amount
         devices = hold_devices(node, job, amount)
@@ -230,6 +235,7 @@ class State:
         self.node_index.update(node)
 
     def drop_holds(self, job: Job) -> None:
+        self.hold_changes += 1
         self.holders.discard(job.id)
         if job.held:
             self.freed += 1
@@ -248,6 +254,8 @@ class State:
     # -- pending ------------------------------------------------------------------------
 
     def enqueue(self, job: Job) -> None:
+        if job.held:
+            self.hold_changes += 1  # held room now promised to a pending job
         job.status = JobStatus.PENDING
         job.finishing = False
         job.failed_on = None

@@ -43,7 +43,7 @@ class Fitter:
         # The same reason for the same shape while nothing changed.
         self._reasons: dict[tuple[Selector, Resources, int], tuple[int, Reason]] = {}
         # Room held for pending preemptors, summed per queue (see `_promised`).
-        self._promised_key: tuple[int, int, int] | None = None
+        self._promised_key: int | None = None
         self._promised_all: Promised | None = None
         # Quota, limit and promised-room verdicts per queue, request and kind (`_breach`).
         self._breaches: dict[tuple[str, Resources, int, bool, bool], Reason | None] = {}
@@ -136,11 +136,10 @@ class Fitter:
     def _promised(self, job: Job) -> Promised | None:
         """What is held for the pending preemptors other than the job, summed per queue over
         its subtree, and per queue over its own non-preemptible jobs; None when nothing is.
-        Kept while no allocation, hold or stop changed (the statement's epoch and frees):
-        holds, and a holder's dispatch, change both; a job that is itself a holder gets the
-        sums with its own held room taken away."""
+        Kept while `State.hold_changes` stands still (a dispatch drops the holds first); a
+        job that is itself a holder gets the sums with its own held room taken away."""
         state = self._state
-        key = self._allocations()
+        key = state.hold_changes
         if self._promised_key != key:
             self._promised_key = key
             self._promised_all = self._promised_sums(state)
@@ -166,21 +165,25 @@ class Fitter:
 
     @staticmethod
     def _promised_sums(state: State) -> Promised | None:
-        subtree: dict[str, Resources] = {}
+        # Summed per queue first, then up each queue's ancestors once: amounts are exact
+        # integers, so the order of the sums does not matter.
+        per_queue: dict[str, Resources] = {}
         own: dict[str, Resources] = {}
-        others = [
-            state.jobs[h]
-            for h in sorted(state.holders)
-            if h in state.jobs and state.jobs[h].status is JobStatus.PENDING
-        ]
-        if not others:
-            return None
-        for other in others:
+        for holder in sorted(state.holders):
+            other = state.jobs.get(holder)
+            if other is None or other.status is not JobStatus.PENDING:
+                continue
             held = sum(other.held.values(), ZERO)
-            for queue in state.ancestors(other.queue):
-                subtree[queue.id] = subtree.get(queue.id, ZERO) + held
+            per_queue[other.queue] = per_queue.get(other.queue, ZERO) + held
             if not other.preemptible:
                 own[other.queue] = own.get(other.queue, ZERO) + held
+        if not per_queue:
+            return None
+        subtree: dict[str, Resources] = {}
+        for queue_id in sorted(per_queue):
+            held = per_queue[queue_id]
+            for queue in state.ancestors(queue_id):
+                subtree[queue.id] = subtree.get(queue.id, ZERO) + held
         return subtree, own
 
     def _known_no_room(self, job: Job, tasks: int) -> bool:

@@ -44,7 +44,8 @@ class Statement:
     def __init__(self, state: State) -> None:
         self._state = state
         self._undo: list[Undo] = []
-        self._marks: list[tuple[int, int]] = []  # (undo length, commands length) per checkpoint
+        # (undo length, commands length, the state's hold changes) per checkpoint
+        self._marks: list[tuple[int, int, int]] = []
         self._commands: list[NodeCommand] = []
         self.epoch = 0  # bumped by every change to nodes' allocations and holds, and rollback
         self.frees = 0  # bumped whenever free capacity may have grown (and on every rollback)
@@ -54,15 +55,17 @@ class Statement:
 
     def checkpoint(self) -> int:
         """Opens a checkpoint: what follows can be rolled back to here."""
-        self._marks.append((len(self._undo), len(self._commands)))
+        self._marks.append((len(self._undo), len(self._commands), self._state.hold_changes))
         return len(self._marks) - 1
 
     def rollback(self, checkpoint: int) -> None:
         """Undoes everything since `checkpoint` (and closes it and any inner one)."""
         self._open(checkpoint)
-        undo_mark, command_mark = self._marks[checkpoint]
+        undo_mark, command_mark, hold_changes = self._marks[checkpoint]
         while len(self._undo) > undo_mark:
             self._undo.pop()()
+        if self._state.hold_changes != hold_changes:
+            self._state.hold_changes += 1  # the holds are put back: a new version of them
         del self._commands[command_mark:]
         del self._marks[checkpoint:]
         self.epoch += 1

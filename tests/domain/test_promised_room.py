@@ -1,0 +1,76 @@
+"""Room promised to preemptors: the fitter's kept sums always equal sums made afresh
+(hypothesis over generated preemption scenarios, run through the Simulator)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import event, given
+
+from domain import fairshare
+from domain.cycle.fitting import Fitter, Promised
+from domain.cycle.session import Session
+from domain.decider import apply
+from domain.plugins import Plugins
+from domain.reasons import ReasonKind
+from domain.simulation import Simulator
+from domain.state import Job
+from tests.domain.harness import Cluster, job, node, queue
+from tests.domain.test_preemption_properties import SETTINGS, scenarios
+
+
+@contextmanager
+def promised_checked() -> Iterator[list[int]]:
+    """Wraps Fitter._promised: every answer is compared with the sums made afresh now.
+    Yields a one-item list counting the answers given while some job held room."""
+    kept = Fitter._promised
+    seen = [0]
+
+    def checked(fitter: Fitter, job: Job) -> Promised | None:
+        answer = kept(fitter, job)
+        state = fitter._state
+        fresh = Fitter._promised_sums(state)
+        if job.id in state.holders:
+            fresh = Fitter._without(state, job, fresh)
+        assert answer == fresh, (job.id, answer, fresh)
+        if state.holders:
+            seen[0] += 1
+        return answer
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Fitter, "_promised", checked)
+        yield seen
+
+
+@SETTINGS
+@given(scenarios())
+def test_promised_room_is_never_stale(lines: list[dict[str, Any]]) -> None:
+    with promised_checked() as seen:
+        list(Simulator().run(orjson.dumps(line) for line in lines))
+    event("checked while room was held" if seen[0] else "no room held")
+
+
+def test_a_rolled_back_hold_is_not_promised_any_more() -> None:
+    """Given a queue limited to 8 GPUs and 8 held for one of its pending jobs, a second job
+    of it is refused for that promise; when the hold is rolled back, the same job fits."""
+    cluster = Cluster(Plugins(preemption_rules=[], resolvers=[]))
+    cluster.given(0, queue("a", gpu_quota=8, gpu_limit=8), node("n0", gpu=16))
+    apply(cluster.state, job("p", "a", gpu=8), cluster.seq + 1, 5)
+    apply(cluster.state, job("q", "a", gpu=4), cluster.seq + 2, 5)
+    fairshare.recompute(cluster.state)
+    session = Session(cluster.state, Plugins(), cluster.seq + 2, 5)
+    holder, asking = cluster.state.jobs["p"], cluster.state.jobs["q"]
+
+    trial = session.statement.checkpoint()
+    session.statement.hold(holder, "n0", holder.per_task)
+    refused = session.fit(asking, 1)
+    assert refused.plan is None and refused.reason is not None
+    assert refused.reason.kind is ReasonKind.LIMIT
+    assert ("held_for_preemptors", 1) in refused.reason.facts
+
+    session.statement.rollback(trial)
+    assert session.fit(asking, 1).plan == {"n0": 1}
