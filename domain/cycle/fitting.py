@@ -21,6 +21,7 @@ from domain.state import Job, JobStatus, State
 Selector = tuple[tuple[str, str], ...]
 # Held room per queue: over each queue's subtree, and over its own non-preemptible jobs.
 Promised = tuple[dict[str, Resources], dict[str, Resources]]
+BreachKey = tuple[str, Resources, int, bool, bool]  # queue, per-task request, tasks, kind
 
 
 class Fitter:
@@ -46,7 +47,8 @@ class Fitter:
         self._promised_key: int | None = None
         self._promised_all: Promised | None = None
         # Quota, limit and promised-room verdicts per queue, request and kind (`_breach`).
-        self._breaches: dict[tuple[str, Resources, int, bool, bool], Reason | None] = {}
+        self._breaches: dict[BreachKey, Reason | None] = {}
+        self._admissions: dict[BreachKey, Reason | None] = {}  # quota and limits alone
         self._breaches_at: tuple[int, int, int] | None = None
 
     def sizes(self, job: Job) -> list[int]:
@@ -75,21 +77,27 @@ class Fitter:
 
         Both checks read of the job only its queue, request and kind (preemptible,
         interactive), unless it holds room itself; so the verdict is kept per those while no
-        allocation, hold or stop changed (as `_promised`), and look-alike jobs that differ
-        in priority, say, cost one check."""
-        if job.id in self._state.holders:
-            return self._breach_now(job, tasks)
+        allocation, hold or stop changed, and look-alike jobs that differ in priority, say,
+        cost one check. A job holding room shares the quota and limit verdict; only the
+        promised room, less its own, is checked for it alone."""
         now = self._allocations()
         if now != self._breaches_at:
             self._breaches_at = now
             self._breaches.clear()
+            self._admissions.clear()
         key = (job.queue, job.per_task, tasks, job.preemptible, job.interactive)
+        if job.id in self._state.holders:
+            return self._admission(key, job, tasks) or self._reserved_breach(job, tasks)
         if key not in self._breaches:
-            self._breaches[key] = self._breach_now(job, tasks)
+            self._breaches[key] = self._admission(key, job, tasks) or self._reserved_breach(
+                job, tasks
+            )
         return self._breaches[key]
 
-    def _breach_now(self, job: Job, tasks: int) -> Reason | None:
-        return admission_breach(self._state, job, tasks) or self._reserved_breach(job, tasks)
+    def _admission(self, key: BreachKey, job: Job, tasks: int) -> Reason | None:
+        if key not in self._admissions:
+            self._admissions[key] = admission_breach(self._state, job, tasks)
+        return self._admissions[key]
 
     def _allocations(self) -> tuple[int, int, int]:
         """What the verdicts on quota, limits and promised room are kept under: the
@@ -105,13 +113,19 @@ class Fitter:
         its quota and limit checks once its victims stop; without this, a job of the same
         queue placed meanwhile could use that headroom and leave the held room idle."""
         state = self._state
-        promised_to = self._promised(job)
+        promised_to = self._promised()
         if promised_to is None:
             return None
         subtree, own_non_preemptible = promised_to
+        # A pending holder's own room is no promise to another: amounts are exact integers,
+        # so taking it away gives what summing the other holders gives, and a holder that is
+        # the only one is checked as if nothing were held (zero sums are skipped).
+        mine = _own_held(state, job)
         amount = job.per_task * tasks
         for queue in state.ancestors(job.queue):
             promised = subtree.get(queue.id, ZERO)
+            if mine is not ZERO:
+                promised = promised - mine
             if promised.is_zero():
                 continue
             breach = queue.quota.limit_breach(queue.subtree_allocated + amount + promised)
@@ -125,6 +139,8 @@ class Fitter:
                 )
         if not job.preemptible:
             promised = own_non_preemptible.get(job.queue, ZERO)
+            if mine is not ZERO:
+                promised = promised - mine
             if not promised.is_zero():
                 quota = protected_breach(state, job, amount + promised)
                 if quota is not None:
@@ -133,55 +149,44 @@ class Fitter:
                     )
         return None
 
-    def _promised(self, job: Job) -> Promised | None:
-        """What is held for the pending preemptors other than the job, summed per queue over
-        its subtree, and per queue over its own non-preemptible jobs; None when nothing is.
-        Kept while `State.hold_changes` stands still (a dispatch drops the holds first); a
-        job that is itself a holder gets the sums with its own held room taken away."""
+    def _promised(self) -> Promised | None:
+        """What is held for the pending preemptors, summed per queue over its subtree, and
+        per queue over its own non-preemptible jobs; None when nothing is. Kept while
+        `State.hold_changes` stands still (a dispatch drops the holds first)."""
         state = self._state
         key = state.hold_changes
         if self._promised_key != key:
             self._promised_key = key
             self._promised_all = self._promised_sums(state)
-        if job.id not in state.holders:
-            return self._promised_all
-        return self._without(state, job, self._promised_all)
-
-    @staticmethod
-    def _without(state: State, job: Job, promised: Promised | None) -> Promised | None:
-        """The sums without a holder's own held room: amounts are exact integers, so taking
-        it away gives what summing the other holders gives; `_reserved_breach` skips zero sums,
-        so a holder that is the only one is checked as if nothing were held."""
-        if promised is None or job.status is not JobStatus.PENDING:
-            return promised
-        held = sum(job.held.values(), ZERO)
-        subtree = dict(promised[0])
-        for queue in state.ancestors(job.queue):
-            subtree[queue.id] = subtree[queue.id] - held
-        own = promised[1]
-        if not job.preemptible:
-            own = {**own, job.queue: own[job.queue] - held}
-        return subtree, own
+        return self._promised_all
 
     @staticmethod
     def _promised_sums(state: State) -> Promised | None:
-        # Summed per queue first, then up each queue's ancestors once: amounts are exact
-        # integers, so the order of the sums does not matter.
+        """The sums made afresh. Each queue's `held` is what its jobs hold; a holder that is
+        not pending any more is taken out of it, and the non-preemptible holders are summed
+        on their own. Amounts are exact integers, so no order of the sums matters."""
         per_queue: dict[str, Resources] = {}
         own: dict[str, Resources] = {}
-        for holder in sorted(state.holders):
+        pending = False
+        for holder in state.holders:
             other = state.jobs.get(holder)
-            if other is None or other.status is not JobStatus.PENDING:
+            if other is None:
+                return _summed_per_holder(state)  # not expected: its room is in no job
+            if other.status is not JobStatus.PENDING:
+                gone = sum(other.held.values(), ZERO)
+                per_queue[other.queue] = per_queue.get(other.queue, ZERO) - gone
                 continue
-            held = sum(other.held.values(), ZERO)
-            per_queue[other.queue] = per_queue.get(other.queue, ZERO) + held
+            pending = True
             if not other.preemptible:
+                held = sum(other.held.values(), ZERO)
                 own[other.queue] = own.get(other.queue, ZERO) + held
-        if not per_queue:
+        if not pending:
             return None
         subtree: dict[str, Resources] = {}
-        for queue_id in sorted(per_queue):
-            held = per_queue[queue_id]
+        for queue_id in sorted(state.queues):
+            held = state.queues[queue_id].held + per_queue.get(queue_id, ZERO)
+            if held.is_zero():
+                continue
             for queue in state.ancestors(queue_id):
                 subtree[queue.id] = subtree.get(queue.id, ZERO) + held
         return subtree, own
@@ -271,3 +276,33 @@ class Fitter:
             if node.matches(job.node_selector) and job.per_task.max_copies_in(node.free):
                 count += node.copies(job.per_task) == 0
         return count
+
+
+def _own_held(state: State, job: Job) -> Resources:
+    """What is held for the job itself while it is a pending preemptor (counted in the
+    promised sums), else nothing."""
+    if job.id not in state.holders or job.status is not JobStatus.PENDING:
+        return ZERO
+    return sum(job.held.values(), ZERO)
+
+
+def _summed_per_holder(state: State) -> Promised | None:
+    """The promised sums holder by holder: what `Fitter._promised_sums` gives, without
+    relying on the queues' `held`."""
+    per_queue: dict[str, Resources] = {}
+    own: dict[str, Resources] = {}
+    for holder in sorted(state.holders):
+        other = state.jobs.get(holder)
+        if other is None or other.status is not JobStatus.PENDING:
+            continue
+        held = sum(other.held.values(), ZERO)
+        per_queue[other.queue] = per_queue.get(other.queue, ZERO) + held
+        if not other.preemptible:
+            own[other.queue] = own.get(other.queue, ZERO) + held
+    if not per_queue:
+        return None
+    subtree: dict[str, Resources] = {}
+    for queue_id in sorted(per_queue):
+        for queue in state.ancestors(queue_id):
+            subtree[queue.id] = subtree.get(queue.id, ZERO) + per_queue[queue_id]
+    return subtree, own
