@@ -20,27 +20,28 @@ from domain.state import Job, JobStatus
 
 RECLAIM_AGAIN_MS = 1000  # the next look, if this one fails: about a KAI session's period
 TIMER = "reclaim_again"  # the kind of that timer (ident: the queue)
-BLOCKED = "allocate_blocked"  # the per-cycle memo Allocate fills: (job, lasting changes then)
+BLOCKED = "allocate_blocked"  # the per-cycle memo Allocate fills: its first blocked job per queue
 
 
 def note_blocked(cycle: Cycle, job: Job) -> None:
-    """Called by Allocate for each job it found blocked."""
-    _blocked(cycle).append((job, cycle.lasting_changes()))
+    """Called by Allocate for each job it found blocked; only each queue's first is kept."""
+    blocked = _blocked(cycle)
+    if job.queue not in blocked:
+        blocked[job.queue] = (job, cycle.lasting_changes())
 
 
-def _blocked(cycle: Cycle) -> list[tuple[Job, int | None]]:
-    return cycle.memo(BLOCKED, list[tuple[Job, int | None]])
+def _blocked(cycle: Cycle) -> dict[str, tuple[Job, int | None]]:
+    """Per queue, in the order queues first found a job blocked: that job, and the lasting
+    changes then."""
+    return cycle.memo(BLOCKED, dict[str, tuple[Job, int | None]])
 
 
 class ReclaimAgain:
     name = "reclaim_again"
 
     def execute(self, cycle: Cycle) -> None:
-        queues: set[str] = set()
-        for job, changes_then in _blocked(cycle):
-            if job.queue in queues:
-                continue  # one look per queue: at the first job it found blocked
-            queues.add(job.queue)
+        # One look per queue: at the first job it found blocked.
+        for job, changes_then in list(_blocked(cycle).values()):
             if changes_then is None or changes_then == cycle.lasting_changes():
                 continue  # nothing lasting happened since it was found blocked
             if job.status is not JobStatus.PENDING or not below_deserved(cycle, job):
