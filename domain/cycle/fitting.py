@@ -49,6 +49,8 @@ class Fitter:
         # Quota, limit and promised-room verdicts per queue, request and kind (`_breach`).
         self._breaches: dict[BreachKey, Reason | None] = {}
         self._admissions: dict[BreachKey, Reason | None] = {}  # quota and limits alone
+        # For a pending holder, per the same and the room it holds itself.
+        self._holder_breaches: dict[tuple[BreachKey, Resources], Reason | None] = {}
         self._breaches_at: tuple[int, int, int] | None = None
 
     def sizes(self, job: Job) -> list[int]:
@@ -78,19 +80,27 @@ class Fitter:
         Both checks read of the job only its queue, request and kind (preemptible,
         interactive), unless it holds room itself; so the verdict is kept per those while no
         allocation, hold or stop changed, and look-alike jobs that differ in priority, say,
-        cost one check. A job holding room shares the quota and limit verdict; only the
-        promised room, less its own, is checked for it alone."""
+        cost one check. A pending job holding room shares the quota and limit verdict, and
+        the promised-room verdict with those holding as much as it does (less its own room,
+        the sums are the same)."""
         now = self._allocations()
         if now != self._breaches_at:
             self._breaches_at = now
             self._breaches.clear()
+            self._holder_breaches.clear()
             self._admissions.clear()
         key = (job.queue, job.per_task, tasks, job.preemptible, job.interactive)
         if job.id in self._state.holders:
-            return self._admission(key, job, tasks) or self._reserved_breach(job, tasks)
+            mine = _own_held(self._state, job)
+            held_key = (key, mine)
+            if held_key not in self._holder_breaches:
+                self._holder_breaches[held_key] = self._admission(
+                    key, job, tasks
+                ) or self._reserved_breach(job, tasks, mine)
+            return self._holder_breaches[held_key]
         if key not in self._breaches:
             self._breaches[key] = self._admission(key, job, tasks) or self._reserved_breach(
-                job, tasks
+                job, tasks, ZERO
             )
         return self._breaches[key]
 
@@ -105,22 +115,23 @@ class Fitter:
         epoch, frees = self._changes()
         return epoch, frees, len(self._state.holders)
 
-    def _reserved_breach(self, job: Job, tasks: int) -> Reason | None:
+    def _reserved_breach(self, job: Job, tasks: int, mine: Resources) -> Reason | None:
         """Why `tasks` of the job would use quota or limit headroom that a preemption already
         promised to another job, or None.
 
         Held room keeps node capacity for a preemptor, but the preemptor must also still pass
         its quota and limit checks once its victims stop; without this, a job of the same
-        queue placed meanwhile could use that headroom and leave the held room idle."""
+        queue placed meanwhile could use that headroom and leave the held room idle.
+        `mine` is what is held for the job itself while it is a pending holder (`_own_held`):
+        no promise to another, so it is taken out of the sums."""
         state = self._state
         promised_to = self._promised()
         if promised_to is None:
             return None
         subtree, own_non_preemptible = promised_to
-        # A pending holder's own room is no promise to another: amounts are exact integers,
-        # so taking it away gives what summing the other holders gives, and a holder that is
-        # the only one is checked as if nothing were held (zero sums are skipped).
-        mine = _own_held(state, job)
+        # Amounts are exact integers, so taking `mine` away gives what summing the other
+        # holders gives, and a holder that is the only one is checked as if nothing were
+        # held (zero sums are skipped).
         amount = job.per_task * tasks
         for queue in state.ancestors(job.queue):
             promised = subtree.get(queue.id, ZERO)

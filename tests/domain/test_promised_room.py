@@ -99,3 +99,23 @@ def test_a_holder_no_longer_pending_is_promised_nothing() -> None:
     assert _nonzero(Fitter._promised_sums(state)) == _nonzero(_summed_per_holder(state))
     subtree, own = _nonzero(Fitter._promised_sums(state))
     assert subtree == own == {"a": state.jobs["q"].per_task}
+
+
+def test_look_alike_holders_holding_different_room_get_their_own_verdicts() -> None:
+    """Given a queue limited to 7 GPUs and two look-alike pending jobs, one holding 4 GPUs
+    and one 2: each counts only the other's room as promised, so the first may place its
+    two tasks (4 + 2 <= 7) and the second may not (4 + 4 > 7)."""
+    cluster = Cluster(Plugins(preemption_rules=[], resolvers=[]))
+    cluster.given(0, queue("a", gpu_quota=7, gpu_limit=7), node("n0", gpu=16))
+    apply(cluster.state, job("p1", "a", gpu=2, tasks=2), cluster.seq + 1, 5)
+    apply(cluster.state, job("p2", "a", gpu=2, tasks=2), cluster.seq + 2, 5)
+    fairshare.recompute(cluster.state)
+    session = Session(cluster.state, Plugins(), cluster.seq + 2, 5)
+    first, second = cluster.state.jobs["p1"], cluster.state.jobs["p2"]
+    session.statement.hold(first, "n0", first.per_task * 2)
+    session.statement.hold(second, "n0", second.per_task)
+
+    assert session.fit(first, 2).plan == {"n0": 2}
+    refused = session.fit(second, 2)
+    assert refused.plan is None and refused.reason is not None
+    assert ("held_for_preemptors", 1) in refused.reason.facts
