@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.cycle import session
-from domain.cycle.framework import CycleView
+from domain.cycle.framework import CycleView, Outcome
 from domain.pending import Standing
 from domain.plugins import Plugins
 from domain.reasons import ReasonKind
@@ -223,3 +223,23 @@ def test_whether_priority_is_read_is_asked_once_per_queue_and_cycle() -> None:
     # Then the rule was asked once per queue
     assert sorted(rule.asked) == ["a", "b"]
     assert cluster.why("b5")[0] is ReasonKind.CAPACITY
+
+
+def test_a_preemptor_still_waiting_for_its_victims_changes_nothing_lasting() -> None:
+    # Given a job that preempted a lower-priority one and holds its room while it stops
+    cluster = Cluster()
+    cluster.given(0, queue("q", gpu_quota=4, preemption={"within_queue": True}), node("n0", gpu=4))
+    cluster.given(0, job("low", "q", gpu=4, priority=1))
+    cluster.agents_obey()
+    cluster.given(1000, job("high", "q", gpu=4, priority=9))
+    assert cluster.preempted(cluster.commands) == ["low"]
+
+    # When a later cycle tries it again before the victim has stopped
+    state = cluster.state
+    cycle = session.Session(state, cluster.plugins, cluster.seq, 2000)
+    before = cycle.lasting_changes()
+    outcome, _ = cycle.try_schedule(state.jobs["high"])
+
+    # Then it still waits, and look-alike jobs found blocked before the retry stay known
+    assert outcome is Outcome.PREEMPTING
+    assert cycle.lasting_changes() == before
