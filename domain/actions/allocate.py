@@ -42,6 +42,7 @@ class Allocate:
                 keyed_at[queue_id] = statement.epoch
         heapq.heapify(heap)
         cursors: dict[str, Iterator[Job]] = {}
+        noted: set[str] = set()
         while heap:
             key, queue_id = heapq.heappop(heap)
             if keyed_at[queue_id] != statement.epoch:
@@ -58,7 +59,7 @@ class Allocate:
                 policy = cycle.policy(queue)
                 cursor = cursors[queue_id] = pending_in_order(state, queue, policy, cycle.ts)
             for job in cursor:
-                step = self._serve(cycle, queue, job)
+                step = self._serve(cycle, queue, job, noted)
                 if step is _Next.REQUEUE:
                     heapq.heappush(heap, (queue_key(cycle.state, queue_id), queue_id))
                     keyed_at[queue_id] = statement.epoch
@@ -68,18 +69,24 @@ class Allocate:
         for job in cycle.placed:
             statement.dequeue(job)
 
-    def _serve(self, cycle: Cycle, queue: Queue, job: Job) -> _Next:
-        """Tries one job and applies the queue policy's verdict if it is blocked."""
+    def _serve(self, cycle: Cycle, queue: Queue, job: Job, noted: set[str]) -> _Next:
+        """Tries one job and applies the queue policy's verdict if it is blocked; `noted`:
+        the queues whose first blocked job was noted for reclaim again."""
+        statement = cycle.statement
+        lasting = statement.lasting
         outcome, reason = cycle.try_schedule(job)
         if outcome is Outcome.PLACED:
             return _Next.REQUEUE
-        statement = cycle.statement
         statement.set(job, "pending_reason", reason)
         if outcome is Outcome.PREEMPTING:
             # Not blocked: its victims are stopping and what they free is held for it.
             statement.set(job, "blocked_since", None)
-            return _Next.REQUEUE
-        note_blocked(cycle, job)
+            # A job still waiting for the same victims changed nothing lasting, so no
+            # queue's rank either: re-filing the queue would only pop it again.
+            return _Next.REQUEUE if statement.lasting != lasting else _Next.CONTINUE
+        if queue.id not in noted:  # reclaim again looks only at each queue's first
+            noted.add(queue.id)
+            note_blocked(cycle, job)
         if job.blocked_since is None:
             # The first cycle in which it was found blocked.
             statement.set(job, "blocked_since", cycle.ts)
