@@ -7,6 +7,7 @@ goes through its statement, whose `commit` hands out the cycle's commands at the
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -42,8 +43,16 @@ class Session:
         self._blocked: dict[tuple[object, ...], tuple[int, Reason | None]] = {}
         # Per queue: whether some preemption rule may read its jobs' priority this cycle.
         self._priority_read: dict[str, bool] = {}
-        self._fitter = Fitter(state, self.placement, self._changes)
-        self._victims = VictimSearch(self, self._dispatched_now)
+        # Neither helper keeps a strong reference back to the session: a finished cycle is
+        # then freed at once by reference counting, never left for the cyclic garbage
+        # collector, whose passes over a large state are the cycle's longest pauses.
+        statement, placements = self._statement, plugins.placements
+        self._fitter = Fitter(
+            state,
+            lambda: placements[state.cluster.placement],
+            lambda: (statement.epoch, statement.frees),
+        )
+        self._victims = VictimSearch(weakref.proxy(self), self._dispatched_now)
         self._explicit = frozenset(r.reason for r in plugins.preemption_rules if r.explicit)
 
     # -- the view policies and rules get ---------------------------------------------------
@@ -81,9 +90,6 @@ class Session:
     def lasting_changes(self) -> int | None:
         statement = self._statement
         return None if statement.tentative else statement.lasting
-
-    def _changes(self) -> tuple[int, int]:
-        return (self._statement.epoch, self._statement.frees)
 
     def memo(self, name: str, make: Callable[[], T]) -> T:
         if name not in self._memo:
