@@ -1,7 +1,7 @@
 """Scale benchmark: a cycle after one node frees, with a huge backlog over a three-level queue tree.
 
 Run: .venv/bin/python bench/scale_bench.py [--nodes 10000] [--pending 100000] [--cycles 50]
-     [--timeout S] [--root TREE] [--profile]
+     [--timeout S] [--root TREE] [--profile] [--collector scheduler|default]
 
 10,000 nodes x 8 GPUs; 200 queues in three levels (8 top-level queues, 3 children each, 7
 leaves under each of those: 8 + 24 + 168), quotas splitting the GPUs at every level, the
@@ -17,6 +17,12 @@ the whole backlog, and memory per pending job: the growth of the process's resid
 100,000 (Job, queue indexes and their strings; not the events, which are dropped). Runs in a
 child process with a time limit (`--timeout`) so a slow tree is reported as such. `sha`
 hashes the finish cycles' commands so two trees can be compared.
+
+Garbage collection (`--collector`): by default as the scheduler sets it
+(streams/gc_policy.py): before the finish cycles one full collection runs and everything
+alive is frozen, as the scheduler does every 10 minutes; that pass's time is printed apart
+("full collection ms": the pause a running scheduler takes once per period). `--collector
+default` leaves CPython's collector as it is, whose full passes then land in some cycle.
 """
 
 from __future__ import annotations
@@ -49,7 +55,23 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def run(nodes: int, pending: int, cycles: int, profile: bool) -> dict[str, Any]:
+def _settle_garbage(collector: str) -> float | None:
+    """Before the finish cycles: the scheduler's collector policy (one full pass, then what
+    lives is frozen; returns that pass's seconds), or CPython's defaults (None)."""
+    if collector == "scheduler":
+        try:
+            from streams.gc_policy import CollectorPolicy
+        except ImportError:  # an older tree: its scheduler left the collector as it is
+            pass
+        else:
+            return CollectorPolicy().settle()
+    gc.collect()
+    return None
+
+
+def run(
+    nodes: int, pending: int, cycles: int, profile: bool, collector: str = "scheduler"
+) -> dict[str, Any]:
     from domain.decider import close_group, fold, initial_state
     from domain.events import (
         ClusterConfigured,
@@ -170,7 +192,7 @@ def run(nodes: int, pending: int, cycles: int, profile: bool) -> dict[str, Any]:
         import cProfile
 
         profiler = cProfile.Profile()
-    gc.collect()
+    full_pass = _settle_garbage(collector)
     for job_id in running[:cycles]:
         job = state.jobs[job_id]
         if not job.placements:
@@ -204,6 +226,7 @@ def run(nodes: int, pending: int, cycles: int, profile: bool) -> dict[str, Any]:
         "max": max(times),
         "per_job": per_job,
         "sha": digest.hexdigest()[:12],
+        "full_pass": full_pass,
     }
 
 
@@ -215,26 +238,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--root", help="run another source tree's core (for before/after)")
     parser.add_argument("--profile", action="store_true", help="cProfile the finish cycles")
+    parser.add_argument(
+        "--collector",
+        choices=["scheduler", "default"],
+        default="scheduler",
+        help="garbage collection as the scheduler sets it (streams/gc_policy.py) or CPython's",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     tree = args.root or str(REPO)
     if args.child:
         sys.path.insert(0, tree)
-        print(json.dumps(run(args.nodes, args.pending, args.cycles, args.profile)))
+        print(json.dumps(run(args.nodes, args.pending, args.cycles, args.profile, args.collector)))
         return 0
     command = [sys.executable, __file__, "--child", "--root", tree]
     command += ["--nodes", str(args.nodes), "--pending", str(args.pending)]
     command += ["--cycles", str(args.cycles)] + (["--profile"] if args.profile else [])
-    print(f"python {sys.version.split()[0]}; core from {tree}; CPU time per cycle")
+    command += ["--collector", args.collector]
+    print(
+        f"python {sys.version.split()[0]}; core from {tree}; CPU time per cycle; "
+        f"garbage collection: {args.collector}"
+    )
     print(
         f"\n{args.nodes} nodes x 8 GPUs, 200 queues in three levels, {args.pending} pending, "
         f"{args.cycles} finishes (one node frees per cycle)"
     )
     print(
         "| queues | cycles | commands | p50 ms | p99 ms | max ms | first cycle s | "
-        "bytes per pending job | sha |"
+        "bytes per pending job | full collection ms | sha |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=args.timeout, check=False
@@ -251,9 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"| {r['queues']} | {r['cycles']} | {r['commands']} | {1000 * r['p50']:.1f} | "
         f"{1000 * r['p99']:.1f} | {1000 * r['max']:.1f} | {r['first']:.1f} | "
-        f"{r['per_job']:.0f} | {r['sha']} |"
+        f"{r['per_job']:.0f} | {_ms(r['full_pass'])} | {r['sha']} |"
     )
     return 0
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:.0f}"
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from domain.decider import initial_state
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.batch import BatchOutcome, SchedulerFenced
+from streams.gc_policy import CollectorPolicy
 from streams.kafka_io import (
     SCHEDULER_FETCH_MIN_BYTES,
     SCHEDULER_FETCH_WAIT_MS,
@@ -110,6 +111,8 @@ class Scheduler(Recovery, BatchTransactions):
         self.liveness = LivenessTracker()
         self._last_commit_ms = 0  # clock of the last transaction that reached the broker
         self._deferred = {}  # offsets of inputs that wrote nothing, not yet committed
+        # The state is frozen out of garbage collection between full passes every 10 min.
+        self.collector = CollectorPolicy()
         self.monitor = monitor  # metrics and liveness (streams/metrics.py); None: not observed
         if monitor is not None:
             monitor.attach(self)
@@ -141,6 +144,7 @@ class Scheduler(Recovery, BatchTransactions):
         self._consumer.assign(self._partitions)
         await self.rebuild()
         await self._seek_committed()
+        self.collector.settle()  # the rebuilt state, frozen before the first step
         log.info(
             "scheduler %s started: journal at seq %d ts %d, reading %s",
             self.cluster,
@@ -208,6 +212,7 @@ class Scheduler(Recovery, BatchTransactions):
                 outcome = await self._tick()
         if outcome is None and self.clock() - self._last_commit_ms >= self.state.cluster.tick_ms:
             await self._confirm_epoch()
+        self.collector.after_step()
         return outcome
 
     def _next_due(self) -> int | None:
