@@ -1,7 +1,7 @@
 """The scheduler's garbage collection: its state frozen out of collections between periodic full passes (impure: the process's collector).
 
 CPython's cyclic collector walks every tracked object in a full (oldest generation) pass:
-with 100,000 pending jobs that is about 400 ms, taken in the middle of whichever cycle
+with 100,000 pending jobs about a third of a second, taken in the middle of whichever cycle
 triggers it (`bench/scale_bench.py`: the p99 cycle was that pass, not scheduling). The core
 makes no reference cycles (tests/domain/test_no_cyclic_garbage.py), so what it keeps is freed
 by reference counting and the collector only ever finds other layers' garbage. So after a
