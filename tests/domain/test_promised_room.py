@@ -26,7 +26,7 @@ from tests.domain.test_preemption_properties import SETTINGS, scenarios
 
 @contextmanager
 def promised_checked() -> Iterator[list[int]]:
-    """Wraps Fitter._promised: every answer is compared with the sums made afresh now.
+    """Wraps Fitter._promised: every answer is compared with the sums made holder by holder.
     Yields a one-item list counting the answers given while some job held room."""
     kept = Fitter._promised
     seen = [0]
