@@ -22,7 +22,7 @@ __all__ = ["FULL_PASS_S", "CollectorPolicy"]
 
 log = logging.getLogger("quotaflow.gc")
 
-FULL_PASS_S = 600.0  # one full collection every 10 minutes; every other pass is young-only
+FULL_PASS_S = 600.0  # one full collection every 10 minutes; others walk only newer objects
 
 
 class CollectorPolicy:
