@@ -26,8 +26,7 @@ class Claim:
             if job is None or job.status is not JobStatus.PENDING or not job.held:
                 continue
             awaiting = frozenset(v for v in job.awaiting if cycle.still_stopping(v))
-            if awaiting != job.awaiting:  # setting the same set is no lasting change
-                cycle.statement.set(job, "awaiting", awaiting)
+            cycle.statement.set(job, "awaiting", awaiting)
             if not job.awaiting:
                 ready.append(job)
         for job in sorted(ready, key=lambda job: job.pending_key()):

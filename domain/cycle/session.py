@@ -151,8 +151,7 @@ class Session:
     def _try(self, job: Job) -> tuple[Outcome, Reason | None]:
         if job.awaiting:
             awaiting = frozenset(v for v in job.awaiting if self.still_stopping(v))
-            if awaiting != job.awaiting:  # setting the same set is no lasting change
-                self._statement.set(job, "awaiting", awaiting)
+            self._statement.set(job, "awaiting", awaiting)
         first_reason: Reason | None = None
         for tasks in self.sizes(job):
             attempt = self.fit(job, tasks)

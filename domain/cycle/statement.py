@@ -133,11 +133,13 @@ class Statement:
             self._freed()
 
     def set(self, target: object, name: str, value: object) -> None:
-        """Sets one field of a job or queue (status, attempt, awaiting, reasons, ...)."""
+        """Sets one field of a job or queue (status, attempt, awaiting, reasons, ...). A value
+        equal to the field's is no lasting change: a preemptor still waiting for the same
+        victims, retried every cycle, must not void what the cycle derived."""
         if self._marks:
             old = getattr(target, name)
             self._undo.append(lambda: setattr(target, name, old))
-        elif name not in VIEW_FIELDS:
+        elif name not in VIEW_FIELDS and getattr(target, name) != value:
             self.lasting += 1
         setattr(target, name, value)
 
