@@ -180,9 +180,7 @@ class Fitter:
         own: dict[str, Resources] = {}
         pending = False
         for holder in state.holders:
-            other = state.jobs.get(holder)
-            if other is None:
-                return _summed_per_holder(state)  # not expected: its room is in no job
+            other = state.jobs[holder]  # a job leaves the table only once its holds are dropped
             if other.status is not JobStatus.PENDING:
                 gone = sum(other.held.values(), ZERO)
                 per_queue[other.queue] = per_queue.get(other.queue, ZERO) - gone
@@ -295,25 +293,3 @@ def _own_held(state: State, job: Job) -> Resources:
     if job.id not in state.holders or job.status is not JobStatus.PENDING:
         return ZERO
     return sum(job.held.values(), ZERO)
-
-
-def _summed_per_holder(state: State) -> Promised | None:
-    """The promised sums holder by holder: what `Fitter._promised_sums` gives, without
-    relying on the queues' `held`."""
-    per_queue: dict[str, Resources] = {}
-    own: dict[str, Resources] = {}
-    for holder in sorted(state.holders):
-        other = state.jobs.get(holder)
-        if other is None or other.status is not JobStatus.PENDING:
-            continue
-        held = sum(other.held.values(), ZERO)
-        per_queue[other.queue] = per_queue.get(other.queue, ZERO) + held
-        if not other.preemptible:
-            own[other.queue] = own.get(other.queue, ZERO) + held
-    if not per_queue:
-        return None
-    subtree: dict[str, Resources] = {}
-    for queue_id in sorted(per_queue):
-        for queue in state.ancestors(queue_id):
-            subtree[queue.id] = subtree.get(queue.id, ZERO) + per_queue[queue_id]
-    return subtree, own

@@ -13,13 +13,14 @@ import pytest
 from hypothesis import event, given
 
 from domain import fairshare
-from domain.cycle.fitting import Fitter, Promised, _summed_per_holder
+from domain.cycle.fitting import Fitter, Promised
 from domain.cycle.session import Session
 from domain.decider import apply
 from domain.plugins import Plugins
 from domain.reasons import ReasonKind
+from domain.resources import ZERO, Resources
 from domain.simulation import Simulator
-from domain.state import JobStatus
+from domain.state import JobStatus, State
 from tests.domain.harness import Cluster, job, node, queue
 from tests.domain.test_preemption_properties import SETTINGS, scenarios
 
@@ -42,6 +43,27 @@ def promised_checked() -> Iterator[list[int]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Fitter, "_promised", checked)
         yield seen
+
+
+def _summed_per_holder(state: State) -> Promised | None:
+    """The reference: the promised sums holder by holder, without the queues' held room."""
+    per_queue: dict[str, Resources] = {}
+    own: dict[str, Resources] = {}
+    for holder in sorted(state.holders):
+        other = state.jobs[holder]
+        if other.status is not JobStatus.PENDING:
+            continue
+        held = sum(other.held.values(), ZERO)
+        per_queue[other.queue] = per_queue.get(other.queue, ZERO) + held
+        if not other.preemptible:
+            own[other.queue] = own.get(other.queue, ZERO) + held
+    if not per_queue:
+        return None
+    subtree: dict[str, Resources] = {}
+    for queue_id in sorted(per_queue):
+        for ancestor in state.ancestors(queue_id):
+            subtree[ancestor.id] = subtree.get(ancestor.id, ZERO) + per_queue[queue_id]
+    return subtree, own
 
 
 def _nonzero(promised: Promised | None) -> tuple[dict[str, Any], dict[str, Any]]:
