@@ -42,7 +42,6 @@ class Allocate:
                 keyed_at[queue_id] = statement.epoch
         heapq.heapify(heap)
         cursors: dict[str, Iterator[Job]] = {}
-        noted: set[str] = set()
         while heap:
             key, queue_id = heapq.heappop(heap)
             if keyed_at[queue_id] != statement.epoch:
@@ -59,7 +58,7 @@ class Allocate:
                 policy = cycle.policy(queue)
                 cursor = cursors[queue_id] = pending_in_order(state, queue, policy, cycle.ts)
             for job in cursor:
-                step = self._serve(cycle, queue, job, noted)
+                step = self._serve(cycle, queue, job)
                 if step is _Next.REQUEUE:
                     heapq.heappush(heap, (queue_key(cycle.state, queue_id), queue_id))
                     keyed_at[queue_id] = statement.epoch
@@ -69,9 +68,8 @@ class Allocate:
         for job in cycle.placed:
             statement.dequeue(job)
 
-    def _serve(self, cycle: Cycle, queue: Queue, job: Job, noted: set[str]) -> _Next:
-        """Tries one job and applies the queue policy's verdict if it is blocked; `noted`:
-        the queues whose first blocked job was noted for reclaim again."""
+    def _serve(self, cycle: Cycle, queue: Queue, job: Job) -> _Next:
+        """Tries one job and applies the queue policy's verdict if it is blocked."""
         statement = cycle.statement
         lasting = statement.lasting
         outcome, reason = cycle.try_schedule(job)
@@ -84,9 +82,7 @@ class Allocate:
             # A job still waiting for the same victims changed nothing lasting, so no
             # queue's rank either: re-filing the queue would only pop it again.
             return _Next.REQUEUE if statement.lasting != lasting else _Next.CONTINUE
-        if queue.id not in noted:  # reclaim again looks only at each queue's first
-            noted.add(queue.id)
-            note_blocked(cycle, job)
+        note_blocked(cycle, job)
         if job.blocked_since is None:
             # The first cycle in which it was found blocked.
             statement.set(job, "blocked_since", cycle.ts)
