@@ -168,6 +168,18 @@ async def journal_length(bootstrap: str, topics: Topics, cluster: str) -> int:
         await consumer.stop()
 
 
+async def journal_end_offset(bootstrap: str, topics: Topics) -> int:
+    """The journal's end offset: its records plus one commit marker per transaction that
+    wrote to it, so the growth of one minus the other counts the scheduler's transactions."""
+    consumer = read_committed_consumer(bootstrap)
+    await consumer.start()
+    try:
+        [tp] = await partitions_of(bootstrap, [topics.journal])
+        return int((await consumer.end_offsets([tp]))[tp])
+    finally:
+        await consumer.stop()
+
+
 async def wait_until(probe: Any, timeout_s: float) -> bool:
     deadline = time.perf_counter() + timeout_s
     while time.perf_counter() < deadline:
@@ -236,11 +248,12 @@ async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
         print(
             f"{'jobs/s':>7} {'jobs':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
             f"{'CPU us/input':>13} {'of it sys':>10} {'journal/job':>12} {'missing':>8} "
-            f"{'load gen CPU':>13}"
+            f"{'load gen CPU':>13} {'inputs/txn':>11}"
         )
         best = None
         for rate in args.rates:
             start_len = await journal_length(bootstrap, topics, cluster)
+            start_offset = await journal_end_offset(bootstrap, topics)
             inputs0, cpu0 = load.inputs, cpu_s(scheduler.pid)
             sys0 = cpu_split(scheduler.pid)[1]
             load_cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -256,6 +269,8 @@ async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
             load_cpu = (time.process_time() - load_cpu0) / (time.perf_counter() - wall0)
             inputs = load.inputs - inputs0
             end_len = await journal_length(bootstrap, topics, cluster)
+            records = end_len - start_len
+            transactions = await journal_end_offset(bootstrap, topics) - start_offset - records
             lat = [load.latency[j] * 1000 for j in jobs if j in load.latency]
             missing = len(jobs) - len(lat)
             p99 = pct(lat, 0.99)
@@ -263,8 +278,8 @@ async def bench(bootstrap: str, args: argparse.Namespace, logs: Path) -> None:
                 f"{rate:>7,} {len(jobs):>7,} {pct(lat, 0.5):>8.1f} {p99:>8.1f} "
                 f"{max(lat, default=float('nan')):>8.1f} {cpu / max(1, inputs) * 1e6:>13.0f} "
                 f"{system / max(1e-9, cpu) * 100:>9.0f}% "
-                f"{(end_len - start_len) / max(1, len(jobs)):>12.2f} {missing:>8} "
-                f"{load_cpu * 100:>12.0f}%"
+                f"{records / max(1, len(jobs)):>12.2f} {missing:>8} "
+                f"{load_cpu * 100:>12.0f}% {inputs / max(1, transactions):>11.1f}"
             )
             if missing == 0 and p99 < 1000:
                 best = rate

@@ -15,9 +15,10 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from domain.decider import initial_state
 from domain.plugins import DEFAULT_PLUGINS, Plugins
@@ -25,6 +26,7 @@ from domain.state import State
 from streams.batch import BatchOutcome, SchedulerFenced
 from streams.gc_policy import CollectorPolicy
 from streams.kafka_io import (
+    SCHEDULER_BATCH_WINDOW_MS,
     SCHEDULER_FETCH_MIN_BYTES,
     SCHEDULER_FETCH_WAIT_MS,
     Topics,
@@ -63,6 +65,7 @@ class Scheduler(Recovery, BatchTransactions):
         plugins: Plugins = DEFAULT_PLUGINS,
         clock: Callable[[], int] = now_ms,
         max_batch: int = MAX_BATCH,
+        batch_window_ms: int = SCHEDULER_BATCH_WINDOW_MS,
         create_topics: bool = True,
         topic_settings: TopicSettings | None = None,
         snapshot_records: int = SNAPSHOT_RECORDS,
@@ -82,6 +85,8 @@ class Scheduler(Recovery, BatchTransactions):
         self.plugins = plugins
         self.clock = clock
         self.max_batch = max_batch
+        self.batch_window_ms = batch_window_ms
+        self._wrote_at = -float("inf")  # monotonic s when the last batch that wrote began
         self.create_topics = create_topics
         self.topic_settings = topic_settings or TopicSettings()
         self.state: State = initial_state()
@@ -199,10 +204,15 @@ class Scheduler(Recovery, BatchTransactions):
         if due is not None:
             wait_ms = max(0, min(wait_ms, due - self.clock()))
         batch = await consumer.getmany(timeout_ms=wait_ms, max_records=self.max_batch)
+        if batch:
+            await self._gather(consumer, batch)
         inputs = [record for tp in sorted(batch) for record in batch[tp]]
         outcome = None
         if inputs:
+            began = time.monotonic()
             outcome = await self._sequence(inputs)
+            if outcome.journaled or outcome.rejected or outcome.commands:
+                self._wrote_at = began
         if outcome is None or outcome.journaled == 0:
             # Time only enters the journal through records: a Tick (or the NodesAlive that
             # the liveness tracker owes) lets timers and heartbeat expiry fire while nothing
@@ -214,6 +224,26 @@ class Scheduler(Recovery, BatchTransactions):
             await self._confirm_epoch()
         self.collector.after_step()
         return outcome
+
+    async def _gather(
+        self,
+        consumer: AIOKafkaConsumer,
+        batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]],
+    ) -> None:
+        """Adds to `batch` what arrives until `batch_window_ms` after the last batch that
+        wrote began (or `max_batch` inputs): under load, one transaction's fixed cost is
+        shared by all of them; after a quiet spell the batch goes at once."""
+        count = sum(len(records) for records in batch.values())
+        while count < self.max_batch:
+            left_ms = (self._wrote_at + self.batch_window_ms / 1000 - time.monotonic()) * 1000
+            if left_ms < 1:
+                return
+            more = await consumer.getmany(
+                timeout_ms=int(left_ms), max_records=self.max_batch - count
+            )
+            for tp, records in more.items():
+                batch.setdefault(tp, []).extend(records)
+                count += len(records)
 
     def _next_due(self) -> int | None:
         """When the core next has something due that no journal record has yet reached."""
