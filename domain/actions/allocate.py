@@ -59,6 +59,8 @@ class Allocate:
                 cursor = cursors[queue_id] = pending_in_order(state, queue, policy, cycle.ts)
             for job in cursor:
                 step = self._serve(cycle, queue, job)
+                if step is _Next.REQUEUE and not heap:
+                    continue  # no other queue to rank it against: it stays first
                 if step is _Next.REQUEUE:
                     heapq.heappush(heap, (queue_key(cycle.state, queue_id), queue_id))
                     keyed_at[queue_id] = statement.epoch
