@@ -15,15 +15,15 @@ import contextlib
 import logging
 import signal
 import sys
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from domain.decider import initial_state
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.batch import BatchOutcome, SchedulerFenced
+from streams.batch_window import BatchWindow
 from streams.gc_policy import CollectorPolicy
 from streams.kafka_io import (
     SCHEDULER_BATCH_WINDOW_MS,
@@ -85,8 +85,7 @@ class Scheduler(Recovery, BatchTransactions):
         self.plugins = plugins
         self.clock = clock
         self.max_batch = max_batch
-        self.batch_window_ms = batch_window_ms
-        self._wrote_at = -float("inf")  # monotonic s when the last batch that wrote began
+        self.window = BatchWindow(batch_window_ms)  # under load, inputs share transactions
         self.create_topics = create_topics
         self.topic_settings = topic_settings or TopicSettings()
         self.state: State = initial_state()
@@ -205,14 +204,14 @@ class Scheduler(Recovery, BatchTransactions):
             wait_ms = max(0, min(wait_ms, due - self.clock()))
         batch = await consumer.getmany(timeout_ms=wait_ms, max_records=self.max_batch)
         if batch:
-            await self._gather(consumer, batch)
+            await self.window.gather(consumer, batch, self.max_batch)
         inputs = [record for tp in sorted(batch) for record in batch[tp]]
         outcome = None
         if inputs:
-            began = time.monotonic()
+            began = self.window.now()
             outcome = await self._sequence(inputs)
             if outcome.journaled or outcome.rejected or outcome.commands:
-                self._wrote_at = began
+                self.window.wrote(began)
         if outcome is None or outcome.journaled == 0:
             # Time only enters the journal through records: a Tick (or the NodesAlive that
             # the liveness tracker owes) lets timers and heartbeat expiry fire while nothing
@@ -224,26 +223,6 @@ class Scheduler(Recovery, BatchTransactions):
             await self._confirm_epoch()
         self.collector.after_step()
         return outcome
-
-    async def _gather(
-        self,
-        consumer: AIOKafkaConsumer,
-        batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]],
-    ) -> None:
-        """Adds to `batch` what arrives until `batch_window_ms` after the last batch that
-        wrote began (or `max_batch` inputs): under load, one transaction's fixed cost is
-        shared by all of them; after a quiet spell the batch goes at once."""
-        count = sum(len(records) for records in batch.values())
-        while count < self.max_batch:
-            left_ms = (self._wrote_at + self.batch_window_ms / 1000 - time.monotonic()) * 1000
-            if left_ms < 1:
-                return
-            more = await consumer.getmany(
-                timeout_ms=int(left_ms), max_records=self.max_batch - count
-            )
-            for tp, records in more.items():
-                batch.setdefault(tp, []).extend(records)
-                count += len(records)
 
     def _next_due(self) -> int | None:
         """When the core next has something due that no journal record has yet reached."""
