@@ -17,7 +17,7 @@ the device counts its own hold as free.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from domain.resources import GPU_SCALE
@@ -71,6 +71,10 @@ class DeviceLayout:
     @property
     def whole_devices(self) -> int:
         return len(self.listed) if self.listed is not None else self.whole
+
+    def whole_indices(self) -> Sequence[int]:
+        """Every device of a whole GPU, lowest index first (all but the partial one)."""
+        return self.listed if self.listed is not None else range(self.whole)
 
     def indices(self) -> Iterator[int]:
         """Every device, lowest index first."""
@@ -215,12 +219,13 @@ class NodeDevices:
     ) -> list[int]:
         """Up to `wanted` whole devices with all their room, lowest index first."""
         found: list[int] = []
-        for index in self.layout.indices():
+        used, held = self.used, self.held
+        for index in self.layout.whole_indices():
             if len(found) >= wanted:
                 break
-            if index <= after or self.layout.capacity(index) != WHOLE:
+            if index <= after:
                 continue
-            touched = index in self.used or index in self.held
+            touched = index in used or index in held
             if touched and (untouched_only or self.room(index, own, future) != WHOLE):
                 continue
             found.append(index)
