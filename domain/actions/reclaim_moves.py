@@ -24,6 +24,7 @@ from domain.cycle.framework import (
     exceeds_release_room,
 )
 from domain.placement import Plan
+from domain.resources import ZERO, Resources
 from domain.rules.reclaim_deserved import below_deserved
 from domain.state import Job
 
@@ -102,10 +103,13 @@ def _plan(
     statement = cycle.statement
     bound = rule if isinstance(rule, ReleaseBound) else None
     admitted: list[Job] = []
+    rooms: dict[str, tuple[float, float, float]] = {}
     for queue_id in rule.candidate_queues(cycle, job):
         # A victim whose release the queue's room refuses is refused after others too (as in
         # the victim search): it is dropped here rather than stopped and given back.
         room = None if bound is None else bound.release_room(cycle, job, queue_id)
+        if room is not None:
+            rooms[queue_id] = room
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
             if room is not None and exceeds_release_room(
                 victim.per_task, room, victim.placed_tasks
@@ -119,9 +123,12 @@ def _plan(
     taken: list[Job] = []
     freed: set[str] = set()
     found: tuple[list[Job], list[Move], Plan] | None = None
+    released: dict[str, Resources] = {}  # per victim queue, what the victims taken release
     for victim in candidates:
         if len(taken) >= MAX_VICTIMS:
             break
+        if _beyond_room(victim, rooms, released):
+            continue  # the rule would refuse it after those taken: not tried
         trial = statement.checkpoint()
         placed = sorted(victim.placements.items())
         for node_id, tasks in placed:
@@ -130,6 +137,8 @@ def _plan(
             statement.rollback(trial)  # forbidden: skipped, not the end
             continue
         taken.append(victim)
+        done = released.get(victim.queue, ZERO)
+        released[victim.queue] = done + victim.per_task * sum(tasks for _, tasks in placed)
         freed |= {node_id for node_id, _ in placed}
         if not request.fits_in(free_room(state, job)):
             continue  # not even the total free room would hold it yet: plan nothing
@@ -139,3 +148,16 @@ def _plan(
             break
     statement.rollback(everything)
     return found
+
+
+def _beyond_room(
+    victim: Job, rooms: dict[str, tuple[float, float, float]], released: dict[str, Resources]
+) -> bool:
+    """Whether stopping the victim releases more than its queue has left to release once
+    the victims already taken are counted (a rule that bounds releases refuses it)."""
+    room = rooms.get(victim.queue)
+    if room is None:
+        return False
+    done = released.get(victim.queue, ZERO)
+    left = (room[0] - done.gpu, room[1] - done.cpu, room[2] - done.memory)
+    return exceeds_release_room(victim.per_task, left, victim.placed_tasks)

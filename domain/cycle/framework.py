@@ -172,7 +172,11 @@ class ReleaseBound(Protocol):
     victims may release before `allows_after` refuses the set. It must be exact for a first
     victim (a release above it is refused, one within it is not refused for that queue's
     sake), as reclaim's "not below its fair share" is: the search then drops such victims
-    before walking them, and stops at once when nothing is left (docs/preemption.md)."""
+    before walking them, and stops at once when nothing is left. It must also be shared by
+    the queue's victims: once victims of the queue released some amount, a further release
+    above the room less that amount is refused too, whatever else was taken (reclaim's
+    entities lose what each of their victims releases); the walk then refuses such a victim
+    without trying it (docs/preemption.md, 3c)."""
 
     def release_room(
         self, cycle: CycleView, job: Job, queue_id: str
