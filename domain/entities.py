@@ -97,14 +97,17 @@ class Job:
     def shape(self, priority: bool = True) -> tuple[object, ...]:
         """What trying the job reads of it, apart from its history (held room, awaited
         victims, displacements): look-alike jobs share it, and the cycle's caches key on it.
-        Without `priority` when no preemption rule reads it (PreemptionRule.reads_priority)."""
+        Without `priority` when no preemption rule reads it (PreemptionRule.reads_priority).
+        The request is a tuple of ints, not `Resources`: a key of plain values hashes and
+        compares without a Python call (the backlog's look-alikes are looked up by it)."""
+        per_task = self.per_task
         return (
             self.queue,
             self.priority if priority else None,
             self.module,
             self.interactive,
             self.preemptible,
-            self.per_task,
+            (per_task.gpu, per_task.cpu, per_task.memory),
             self.tasks,
             self.min_tasks,
             self.node_selector,

@@ -30,10 +30,14 @@ def note_blocked(cycle: Cycle, job: Job) -> None:
         blocked[job.queue] = (job, cycle.lasting_changes())
 
 
-def _blocked(cycle: Cycle) -> dict[str, tuple[Job, int | None]]:
+# Named once: subscripting a generic on every call costs typing's lookup.
+_FirstBlocked = dict[str, tuple[Job, int | None]]
+
+
+def _blocked(cycle: Cycle) -> _FirstBlocked:
     """Per queue, in the order queues first found a job blocked: that job, and the lasting
     changes then."""
-    return cycle.memo(BLOCKED, dict[str, tuple[Job, int | None]])
+    return cycle.memo(BLOCKED, _FirstBlocked)
 
 
 class ReclaimAgain:
