@@ -143,8 +143,12 @@ class NodeDevices:
         whole_free = layout.whole_devices  # whole devices with all their room
         partial = layout.partial  # room on the partial device, if any
         fits = 0  # fractional tasks that fit on touched whole devices
-        for index in self.used.keys() | self.held.keys():  # order-free: only counted
+        used = self.used
+        for index in used.keys() | self.held.keys():  # order-free: only counted
             capacity = layout.capacity(index)
+            if per_device and not future and capacity == WHOLE and used.get(index, 0) > 0:
+                whole_free -= 1  # a task uses it now: not all its room (room() < WHOLE)
+                continue
             room = self.room(index, own, future)
             if capacity == WHOLE:
                 if room != WHOLE:
@@ -225,8 +229,10 @@ class NodeDevices:
                 break
             if index <= after:
                 continue
-            touched = index in used or index in held
-            if touched and (untouched_only or self.room(index, own, future) != WHOLE):
-                continue
+            if index in used or index in held:
+                if untouched_only or (not future and used.get(index, 0) > 0):
+                    continue  # a task uses it now: not all its room (room() < WHOLE)
+                if self.room(index, own, future) != WHOLE:
+                    continue
             found.append(index)
         return found
