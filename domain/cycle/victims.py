@@ -17,13 +17,10 @@ from domain.cycle.framework import (
     Cycle,
     PreemptionRule,
     ReleaseBound,
-    exceeds_release_room,
 )
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
-from domain.resources import ZERO, Resources
+from domain.cycle.victim_walk import ReleaseRoom, Walk
 from domain.state import Job, JobStatus
-
-ReleaseRoom = tuple[float, float, float]  # per resource, what a victim queue may release
 
 __all__ = ["Room", "VictimSearch", "VictimStep", "victim_steps", "victims_of"]
 
@@ -120,7 +117,7 @@ class VictimSearch:
             return False
         rooms = self._release_rooms(job, rule, steps)
         checkpoint = statement.checkpoint()
-        walk = _Walk(self, job, rule, room, target, rooms)
+        walk = Walk(self, job, rule, room, target, rooms)
         # Cheapest nodes first: for each node, the least disruptive steps that let it hold one
         # more task; then every step left, in least disruption order, for what nodes alone
         # could not reach. A step the rule forbids is skipped, not the end of the search.
@@ -135,7 +132,7 @@ class VictimSearch:
             statement.rollback(checkpoint)
             room = Room(state, statement, job)
             checkpoint = statement.checkpoint()
-            walk = _Walk(self, job, rule, room, target, rooms)
+            walk = Walk(self, job, rule, room, target, rooms)
             for node_steps in node_sets.in_order(on_node, self._trial_for(walk)):
                 if walk.found is not None:
                     break
@@ -175,7 +172,7 @@ class VictimSearch:
     def fit(self, job: Job, tasks: int) -> Attempt:
         return self._cycle.fit(job, tasks)
 
-    def _trial_for(self, walk: _Walk) -> node_sets.Trial:
+    def _trial_for(self, walk: Walk) -> node_sets.Trial:
         """Costs one node's steps for the walk's job and rule (`node_sets.Trial`): they are
         taken in order until the node holds one more task, then undone exactly (placements
         and devices as before), and every node a victim tried here runs on is recounted. A
@@ -192,7 +189,7 @@ class VictimSearch:
             if not room.could_grow(node_id, steps):
                 return None  # even all its steps would not free room for one more task
             mark = statement.checkpoint()
-            tried = _Walk(self, walk.job, walk.rule, room, None, walk.rooms, walk.released)
+            tried = Walk(self, walk.job, walk.rule, room, None, walk.rooms, walk.released)
             for step in steps:
                 tried.take(step)
                 if room.copies(node_id) > before:
@@ -272,87 +269,3 @@ class VictimSearch:
             cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
         for node_id in sorted(plan):
             cycle.statement.hold(job, node_id, job.per_task * plan[node_id])
-
-
-class _Walk:
-    """Steps taken so far for one search (each victim's steps in order), the distinct victims,
-    and the fit once the room is enough (`target` None: only counting room)."""
-
-    def __init__(
-        self,
-        search: VictimSearch,
-        job: Job,
-        rule: PreemptionRule,
-        room: Room,
-        target: int | None,
-        rooms: dict[str, ReleaseRoom] | None = None,
-        released: dict[str, Resources] | None = None,
-    ) -> None:
-        self.search = search
-        self.job = job
-        self.rule = rule
-        self.room = room
-        self.target = target
-        self.chosen: list[VictimStep] = []
-        self.victims: list[Job] = []
-        self.next_index: dict[str, int] = {}  # per victim, its next step to take
-        self.skipped: set[str] = set()  # victims the rule forbids (with what is taken so far)
-        self.found: Attempt | None = None
-        # A rule that bounds releases (ReleaseBound): what each victim queue could release
-        # as the search began, and what the steps taken so far release of it.
-        self.rooms = rooms
-        self.released = dict(released or {})
-
-    def take(self, step: VictimStep) -> None:
-        """Takes the step, with the victim's earlier steps not taken yet, unless the rule
-        forbids the result: then gives them back and skips the victim from here on. The
-        rules' whole-set checks only get stricter as victims are added, so a forbidden
-        victim stays forbidden for this walk. Under a rule that bounds releases, a victim
-        whose release is above what its queue has left is forbidden without being taken."""
-        victim = step.victim
-        if victim.id in self.skipped or self.next_index.get(victim.id, 0) > step.index:
-            return
-        added: list[VictimStep] = []
-        start = self.next_index.get(victim.id, 0)
-        pending = [step] if start == step.index else victim_steps(victim)[start : step.index + 1]
-        tasks = sum(count for taken in pending for _, count in taken.nodes)
-        if self._beyond_room(victim, tasks):
-            self.skipped.add(victim.id)
-            return
-        for earlier in pending:
-            self.room.take(earlier)
-            added.append(earlier)
-        # Only the usage of this victim's queues changed: the set was acceptable before, so
-        # checking this victim alone judges the whole set (docs/preemption.md).
-        if not self.search.allowed(self.job, self.rule, [victim]):
-            for earlier in reversed(added):
-                self.room.give_back(earlier)
-            self.skipped.add(victim.id)
-            return
-        self.chosen += added
-        if victim.id not in self.next_index:
-            self.victims.append(victim)
-        self.next_index[victim.id] = step.index + 1
-        if self.rooms is not None:
-            done = self.released.get(victim.queue, ZERO)
-            self.released[victim.queue] = done + victim.per_task * tasks
-
-    def _beyond_room(self, victim: Job, tasks: int) -> bool:
-        """Whether releasing `tasks` more of the victim is above what its queue has left to
-        release: the rule would refuse it (ReleaseBound), whatever else is taken."""
-        room = None if self.rooms is None else self.rooms.get(victim.queue)
-        if room is None:
-            return False
-        done = self.released.get(victim.queue, ZERO)
-        left = (room[0] - done.gpu, room[1] - done.cpu, room[2] - done.memory)
-        return exceeds_release_room(victim.per_task, left, tasks)
-
-    def take_all(self, steps: list[VictimStep]) -> None:
-        for step in steps:
-            if self.found is not None:
-                return
-            self.take(step)
-            if self.chosen and self.target is not None and self.room.total >= self.target:
-                attempt = self.search.fit(self.job, self.target)
-                if attempt.plan is not None:
-                    self.found = attempt
