@@ -93,9 +93,9 @@ SCHEDULER_FETCH_WAIT_MS = int(os.environ.get("QUOTAFLOW_FETCH_WAIT_MS", "10"))
 # 200 fetches a second; with more, at most one fetch per SCHEDULER_FETCH_WAIT_MS.
 SCHEDULER_FETCH_MIN_BYTES = int(os.environ.get("QUOTAFLOW_FETCH_MIN_BYTES", str(64 * 1024)))
 # Under load a transaction begins no sooner than this long after the previous one that wrote
-# began: the inputs arriving meanwhile share its fixed cost (its requests, 2-3 ms of CPU).
-# A scheduler that wrote nothing for longer answers a new
-# input at once. docs/kafka.md, "Batch window".
+# began: the inputs arriving meanwhile share its fixed cost (its requests, 2-3 ms of CPU). A
+# scheduler that wrote nothing for longer answers a new input at once. docs/kafka.md,
+# "Batch window".
 SCHEDULER_BATCH_WINDOW_MS = int(os.environ.get("QUOTAFLOW_BATCH_WINDOW_MS", "40"))
 # Broker failures (docs/kafka.md, "Failover"): producers wait for every in-sync replica and
 # are idempotent; a send retries through a leader election until REQUEST_TIMEOUT_MS, then the

@@ -22,6 +22,7 @@ from domain.cycle.framework import (
     PreemptionRule,
     ReleaseBound,
     exceeds_release_room,
+    room_left,
 )
 from domain.placement import Plan
 from domain.resources import ZERO, Resources
@@ -158,6 +159,5 @@ def _beyond_room(
     room = rooms.get(victim.queue)
     if room is None:
         return False
-    done = released.get(victim.queue, ZERO)
-    left = (room[0] - done.gpu, room[1] - done.cpu, room[2] - done.memory)
+    left = room_left(room, released.get(victim.queue, ZERO))
     return exceeds_release_room(victim.per_task, left, victim.placed_tasks)

@@ -183,6 +183,12 @@ class ReleaseBound(Protocol):
     ) -> tuple[float, float, float]: ...
 
 
+def room_left(room: tuple[float, float, float], released: Resources) -> tuple[float, float, float]:
+    """What a `ReleaseBound.release_room` leaves once victims of the queue released `released`
+    (the room is shared by the queue's victims)."""
+    return (room[0] - released.gpu, room[1] - released.cpu, room[2] - released.memory)
+
+
 def exceeds_release_room(
     release: Resources, room: tuple[float, float, float], times: int = 1
 ) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from domain.cycle.framework import Attempt, PreemptionRule, exceeds_release_room
+from domain.cycle.framework import Attempt, PreemptionRule, exceeds_release_room, room_left
 from domain.cycle.room import Room, VictimStep, victim_steps
 from domain.resources import ZERO, Resources
 from domain.state import Job
@@ -95,8 +95,7 @@ class Walk:
         room = None if self.rooms is None else self.rooms.get(victim.queue)
         if room is None:
             return False
-        done = self.released.get(victim.queue, ZERO)
-        left = (room[0] - done.gpu, room[1] - done.cpu, room[2] - done.memory)
+        left = room_left(room, self.released.get(victim.queue, ZERO))
         return exceeds_release_room(victim.per_task, left, tasks)
 
     def take_all(self, steps: list[VictimStep]) -> None:
