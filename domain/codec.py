@@ -245,11 +245,13 @@ def encode_journal(record: JournalRecord) -> bytes:
 
 
 def encode_journaled(event: Event, seq: int, ts: int) -> bytes:
-    """The journal record of `event` at `seq` and `ts`, without building a JournalRecord."""
-    body = event_to_wire(event)
-    body["seq"] = seq
-    body["ts"] = ts
-    return orjson.dumps(body)
+    """The journal record of `event` at `seq` and `ts`, without building a JournalRecord.
+
+    pydantic-core writes the event's JSON itself (the bytes `orjson.dumps(event_to_wire(event))`
+    gives, without the dict between: a property test holds the two equal), and `seq` and
+    `ts` close the object, as `_JOURNAL_TAIL` expects."""
+    body = event.__pydantic_serializer__.to_json(event)
+    return b'%s,"seq":%d,"ts":%d}' % (body[:-1], seq, ts)
 
 
 def encode_command(command: Command) -> bytes:

@@ -16,6 +16,7 @@ from domain.codec import (
     decode_ingress,
     decode_journal,
     encode_journal,
+    encode_journaled,
     event_to_wire,
 )
 from domain.events import (
@@ -133,6 +134,20 @@ def test_decode_ingress_refuses_with_the_slow_paths_reason(given_input: tuple[st
         assert verdict == slow or seq_ts, (raw, verdict, slow)
     else:
         assert event_to_wire(verdict) == event_to_wire(slow)  # type: ignore[arg-type]
+
+
+@settings(max_examples=400, deadline=None)
+@given(inputs(), st.integers(1, 2**53), st.integers(0, 253_402_300_799_999))
+def test_a_journal_record_is_the_events_wire_dict_with_seq_and_ts_last(
+    given_input: tuple[str, bytes], seq: int, ts: int
+) -> None:
+    topic, raw = given_input
+    try:
+        event = decode_ingress(topic, raw)
+    except DecodeError:
+        return
+    expected = orjson.dumps({**event_to_wire(event), "seq": seq, "ts": ts})
+    assert encode_journaled(event, seq, ts) == expected
 
 
 def test_journal_records_decode_the_same_on_both_paths() -> None:
