@@ -42,7 +42,8 @@ def test_victims_beyond_their_queues_release_room_are_refused_without_being_trie
     cluster.agents_obey()
     rule.verdicts.clear()
 
-    # When a asks for 4 GPUs on one node: n1 needs 4 of b's jobs, n2 three of c's
+    # When a asks for 4 GPUs on one node: n1 needs four of b's jobs stopped, n2 one of b's
+    # and three of c's; either is beyond what b or c may release
     issued = cluster.when(2, job("big", "a", gpu=4))
 
     # Then nothing is preempted, and every victim the search took was one the rule allowed:
