@@ -21,11 +21,11 @@ from domain.cycle.framework import (
     Outcome,
     PreemptionRule,
     ReleaseBound,
+    ReleaseLedger,
+    ReleaseRoom,
     exceeds_release_room,
-    room_left,
 )
 from domain.placement import Plan
-from domain.resources import ZERO, Resources
 from domain.rules.reclaim_deserved import below_deserved
 from domain.state import Job
 
@@ -104,7 +104,7 @@ def _plan(
     statement = cycle.statement
     bound = rule if isinstance(rule, ReleaseBound) else None
     admitted: list[Job] = []
-    rooms: dict[str, tuple[float, float, float]] = {}
+    rooms: dict[str, ReleaseRoom] = {}
     for queue_id in rule.candidate_queues(cycle, job):
         # A victim whose release the queue's room refuses is refused after others too (as in
         # the victim search): it is dropped here rather than stopped and given back.
@@ -124,11 +124,11 @@ def _plan(
     taken: list[Job] = []
     freed: set[str] = set()
     found: tuple[list[Job], list[Move], Plan] | None = None
-    released: dict[str, Resources] = {}  # per victim queue, what the victims taken release
+    releases = ReleaseLedger(rooms)  # what each queue may release, less the victims taken
     for victim in candidates:
         if len(taken) >= MAX_VICTIMS:
             break
-        if _beyond_room(victim, rooms, released):
+        if releases.refuses(victim, victim.placed_tasks):
             continue  # the rule would refuse it after those taken: not tried
         trial = statement.checkpoint()
         placed = sorted(victim.placements.items())
@@ -138,8 +138,7 @@ def _plan(
             statement.rollback(trial)  # forbidden: skipped, not the end
             continue
         taken.append(victim)
-        done = released.get(victim.queue, ZERO)
-        released[victim.queue] = done + victim.per_task * sum(tasks for _, tasks in placed)
+        releases.took(victim, sum(tasks for _, tasks in placed))
         freed |= {node_id for node_id, _ in placed}
         if not request.fits_in(free_room(state, job)):
             continue  # not even the total free room would hold it yet: plan nothing
@@ -149,15 +148,3 @@ def _plan(
             break
     statement.rollback(everything)
     return found
-
-
-def _beyond_room(
-    victim: Job, rooms: dict[str, tuple[float, float, float]], released: dict[str, Resources]
-) -> bool:
-    """Whether stopping the victim releases more than its queue has left to release once
-    the victims already taken are counted (a rule that bounds releases refuses it)."""
-    room = rooms.get(victim.queue)
-    if room is None:
-        return False
-    left = room_left(room, released.get(victim.queue, ZERO))
-    return exceeds_release_room(victim.per_task, left, victim.placed_tasks)

@@ -18,7 +18,7 @@ from domain.commands import DispatchReason, Preempt, PreemptReason
 from domain.cycle.statement import Statement
 from domain.placement import PlacementStrategy, Plan
 from domain.reasons import Reason
-from domain.resources import Resources
+from domain.resources import ZERO, Resources
 from domain.state import Job, Queue, State
 
 T = TypeVar("T")
@@ -183,10 +183,41 @@ class ReleaseBound(Protocol):
     ) -> tuple[float, float, float]: ...
 
 
-def room_left(room: tuple[float, float, float], released: Resources) -> tuple[float, float, float]:
-    """What a `ReleaseBound.release_room` leaves once victims of the queue released `released`
-    (the room is shared by the queue's victims)."""
-    return (room[0] - released.gpu, room[1] - released.cpu, room[2] - released.memory)
+ReleaseRoom = tuple[float, float, float]  # per resource, what a victim queue may release
+
+
+class ReleaseLedger:
+    """For a rule that bounds releases (`ReleaseBound`): what each victim queue may release,
+    as a search began, and what the victims taken since release of it. The room is shared
+    by the queue's victims, so a victim beyond what is left is refused whatever else is
+    taken. The victim search's walks and reclaim with moves keep one each."""
+
+    __slots__ = ("_released", "_rooms")
+
+    def __init__(
+        self, rooms: Mapping[str, ReleaseRoom], released: Mapping[str, Resources] | None = None
+    ) -> None:
+        self._rooms = rooms
+        self._released = dict(released or {})
+
+    def copy(self) -> ReleaseLedger:
+        """A ledger that goes on from this one's releases without changing them."""
+        return ReleaseLedger(self._rooms, self._released)
+
+    def refuses(self, victim: Job, tasks: int) -> bool:
+        """Whether stopping `tasks` more of the victim releases more than its queue has left."""
+        room = self._rooms.get(victim.queue)
+        if room is None:
+            return False
+        done = self._released.get(victim.queue, ZERO)
+        left = (room[0] - done.gpu, room[1] - done.cpu, room[2] - done.memory)
+        return exceeds_release_room(victim.per_task, left, tasks)
+
+    def took(self, victim: Job, tasks: int) -> None:
+        """`tasks` of the victim were taken: its queue has that much less left."""
+        if victim.queue in self._rooms:
+            done = self._released.get(victim.queue, ZERO)
+            self._released[victim.queue] = done + victim.per_task * tasks
 
 
 def exceeds_release_room(

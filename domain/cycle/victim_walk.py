@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from domain.cycle.framework import Attempt, PreemptionRule, exceeds_release_room, room_left
+from domain.cycle.framework import Attempt, PreemptionRule, ReleaseLedger
 from domain.cycle.room import Room, VictimStep, victim_steps
-from domain.resources import ZERO, Resources
 from domain.state import Job
 
-__all__ = ["Judge", "ReleaseRoom", "Walk"]
-
-ReleaseRoom = tuple[float, float, float]  # per resource, what a victim queue may release
+__all__ = ["Judge", "Walk"]
 
 
 class Judge(Protocol):
@@ -37,8 +34,7 @@ class Walk:
         rule: PreemptionRule,
         room: Room,
         target: int | None,
-        rooms: dict[str, ReleaseRoom] | None = None,
-        released: dict[str, Resources] | None = None,
+        releases: ReleaseLedger | None = None,
     ) -> None:
         self.search = search
         self.job = job
@@ -50,10 +46,9 @@ class Walk:
         self.next_index: dict[str, int] = {}  # per victim, its next step to take
         self.skipped: set[str] = set()  # victims the rule forbids (with what is taken so far)
         self.found: Attempt | None = None
-        # A rule that bounds releases (ReleaseBound): what each victim queue could release
-        # as the search began, and what the steps taken so far release of it.
-        self.rooms = rooms
-        self.released = dict(released or {})
+        # A rule that bounds releases (ReleaseBound): what each victim queue may release,
+        # and what the steps taken so far release of it.
+        self.releases = releases
 
     def take(self, step: VictimStep) -> None:
         """Takes the step, with the victim's earlier steps not taken yet, unless the rule
@@ -68,7 +63,7 @@ class Walk:
         start = self.next_index.get(victim.id, 0)
         pending = [step] if start == step.index else victim_steps(victim)[start : step.index + 1]
         tasks = sum(count for taken in pending for _, count in taken.nodes)
-        if self._beyond_room(victim, tasks):
+        if self.releases is not None and self.releases.refuses(victim, tasks):
             self.skipped.add(victim.id)
             return
         for earlier in pending:
@@ -85,18 +80,8 @@ class Walk:
         if victim.id not in self.next_index:
             self.victims.append(victim)
         self.next_index[victim.id] = step.index + 1
-        if self.rooms is not None:
-            done = self.released.get(victim.queue, ZERO)
-            self.released[victim.queue] = done + victim.per_task * tasks
-
-    def _beyond_room(self, victim: Job, tasks: int) -> bool:
-        """Whether releasing `tasks` more of the victim is above what its queue has left to
-        release: the rule would refuse it (ReleaseBound), whatever else is taken."""
-        room = None if self.rooms is None else self.rooms.get(victim.queue)
-        if room is None:
-            return False
-        left = room_left(room, self.released.get(victim.queue, ZERO))
-        return exceeds_release_room(victim.per_task, left, tasks)
+        if self.releases is not None:
+            self.releases.took(victim, tasks)
 
     def take_all(self, steps: list[VictimStep]) -> None:
         for step in steps:

@@ -17,9 +17,10 @@ from domain.cycle.framework import (
     Cycle,
     PreemptionRule,
     ReleaseBound,
+    ReleaseLedger,
 )
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
-from domain.cycle.victim_walk import ReleaseRoom, Walk
+from domain.cycle.victim_walk import Walk
 from domain.state import Job, JobStatus
 
 __all__ = ["Room", "VictimSearch", "VictimStep", "victim_steps", "victims_of"]
@@ -115,9 +116,9 @@ class VictimSearch:
         target = next((size for size in cycle.sizes(job) if size <= bound), None)
         if target is None:
             return False
-        rooms = self._release_rooms(job, rule, steps)
+        releases = self._releases(job, rule, steps)
         checkpoint = statement.checkpoint()
-        walk = Walk(self, job, rule, room, target, rooms)
+        walk = Walk(self, job, rule, room, target, releases)
         # Cheapest nodes first: for each node, the least disruptive steps that let it hold one
         # more task; then every step left, in least disruption order, for what nodes alone
         # could not reach. A step the rule forbids is skipped, not the end of the search.
@@ -132,7 +133,7 @@ class VictimSearch:
             statement.rollback(checkpoint)
             room = Room(state, statement, job)
             checkpoint = statement.checkpoint()
-            walk = Walk(self, job, rule, room, target, rooms)
+            walk = Walk(self, job, rule, room, target, releases)
             for node_steps in node_sets.in_order(on_node, self._trial_for(walk)):
                 if walk.found is not None:
                     break
@@ -155,16 +156,18 @@ class VictimSearch:
             self._bounds[id(rule)] = rule if isinstance(rule, ReleaseBound) else None
         return candidate_steps(self._cycle, self, job, rule, self._bounds[id(rule)])
 
-    def _release_rooms(
+    def _releases(
         self, job: Job, rule: PreemptionRule, steps: list[VictimStep]
-    ) -> dict[str, ReleaseRoom] | None:
+    ) -> ReleaseLedger | None:
         """What each victim queue may release, as the search begins (before any trial), for
         a rule that bounds it; None for a rule that does not."""
         bound = self._bounds.get(id(rule))
         if bound is None:
             return None
         queues = sorted({step.victim.queue for step in steps})
-        return {queue_id: bound.release_room(self._cycle, job, queue_id) for queue_id in queues}
+        return ReleaseLedger(
+            {queue_id: bound.release_room(self._cycle, job, queue_id) for queue_id in queues}
+        )
 
     def allowed(self, job: Job, rule: PreemptionRule, victims: list[Job]) -> bool:
         return rule.allows_after(self._cycle, job, victims)
@@ -189,7 +192,8 @@ class VictimSearch:
             if not room.could_grow(node_id, steps):
                 return None  # even all its steps would not free room for one more task
             mark = statement.checkpoint()
-            tried = Walk(self, walk.job, walk.rule, room, None, walk.rooms, walk.released)
+            releases = None if walk.releases is None else walk.releases.copy()
+            tried = Walk(self, walk.job, walk.rule, room, None, releases)
             for step in steps:
                 tried.take(step)
                 if room.copies(node_id) > before:
