@@ -67,6 +67,11 @@ class BatchOutcome:
     aborted: bool = False  # Kafka failed the transaction; inputs were sought back to re-read
     rejections: list[str] = field(default_factory=list)  # the kind of each refusal
 
+    @property
+    def wrote(self) -> bool:
+        """Whether the batch wrote anything (journal records, rejections, commands)."""
+        return bool(self.journaled or self.rejected or self.commands)
+
 
 @dataclass(slots=True)
 class Pending:

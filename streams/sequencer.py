@@ -210,7 +210,7 @@ class Scheduler(Recovery, BatchTransactions):
         if inputs:
             began = self.window.now()
             outcome = await self._sequence(inputs)
-            if outcome.journaled or outcome.rejected or outcome.commands:
+            if outcome.wrote:
                 self.window.wrote(began)
         if outcome is None or outcome.journaled == 0:
             # Time only enters the journal through records: a Tick (or the NodesAlive that

@@ -192,7 +192,7 @@ class BatchTransactions:
                 self.snapshots.worked(time.process_time() - cpu_started)
                 if outcome.journaled and self.snapshots.due(self.state.seq, self.clock()):
                     await self._snapshot(journal)
-                wrote = bool(outcome.journaled or outcome.rejected or commands or tick)
+                wrote = outcome.wrote or tick
                 offsets = self._offsets_to_commit(inputs, wrote)
                 if offsets:
                     await producer.send_offsets_to_transaction(offsets, self.group_id)
