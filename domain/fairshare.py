@@ -3,6 +3,8 @@ only where its inputs changed (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from domain.fairshare_level import (
     UNITS,
     Claimant,
@@ -142,7 +144,7 @@ def _share(
     state: State,
     parent: Queue | None,
     amount: Share,
-    child_ids: list[str],
+    child_ids: Sequence[str],
     touched: set[str],
     ranks: _Ranks,
 ) -> tuple[Share | None, list[tuple[str, Share]]]:

@@ -39,7 +39,9 @@ FORMAT_VERSION = 3
 FORMAT = "quotaflow.state"
 
 # Fields rebuilt on load rather than written: derived from other fields.
-DERIVED_STATE = frozenset({"node_index", "timer_set", "fair_share_levels", "hold_changes"})
+DERIVED_STATE = frozenset(
+    {"node_index", "timer_set", "fair_share_levels", "hold_changes", "configuration_memo"}
+)
 DERIVED_QUEUE = frozenset({"quota", "policy", "preemption"})
 DERIVED_NODE = frozenset({"copies_memo"})  # a memo: a loaded node starts without one
 

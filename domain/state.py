@@ -77,6 +77,10 @@ class State:
     # pending again) and by a rollback that undid one: the fitter keeps its sums of promised
     # room while it stands still. A counter, never saved.
     hold_changes: int = field(default=0, compare=False)
+    # Answers read from the configuration alone (the queue tree, its policies and preemption
+    # settings, the cluster's settings), kept until it changes: evolve clears them on every
+    # QueueConfigured, QueueDeleted and ClusterConfigured. Derived, never saved.
+    configuration_memo: dict[object, object] = field(default_factory=dict, compare=False)
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
     # Restarted agents' nodes -> the (job, attempt) pairs they run; settled by the next cycle.
     reconcile_requests: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
@@ -96,8 +100,14 @@ class State:
             yield queue
             current = queue.parent
 
-    def top_level_queues(self) -> list[str]:
-        return sorted(q.id for q in self.queues.values() if q.parent is None)
+    def top_level_queues(self) -> tuple[str, ...]:
+        memo = self.configuration_memo
+        top = memo.get("top_level_queues")
+        if top is None:
+            top = memo["top_level_queues"] = tuple(
+                sorted(q.id for q in self.queues.values() if q.parent is None)
+            )
+        return top  # type: ignore[return-value]
 
     # -- allocation: every change of who holds what goes through here ------------------
     # place / unplace, begin_stop / end_stop and hold / drop_holds are pairs; a statement

@@ -41,8 +41,9 @@ class Session:
         self._memo: dict[str, object] = {}  # per-cycle caches of plug-ins, by plug-in name
         # Per job shape: (lasting changes when a job of that shape was found blocked, why).
         self._blocked: dict[tuple[object, ...], tuple[int, Reason | None]] = {}
-        # Per queue: whether some preemption rule may read its jobs' priority this cycle.
-        self._priority_read: dict[str, bool] = {}
+        # Per queue: whether some preemption rule may read its jobs' priority (kept with the
+        # configuration, for these rules: see `_reads_priority`).
+        self._priority_read = _priority_reads(state, plugins)
         # Neither helper keeps a strong reference back to the session: a finished cycle is
         # then freed at once by reference counting, never left for the cyclic garbage
         # collector, whose passes over a large state are the cycle's longest pauses.
@@ -175,8 +176,8 @@ class Session:
         return Outcome.BLOCKED, first_reason
 
     def _reads_priority(self, job: Job) -> bool:
-        """Asked once per queue and cycle: a rule's answer reads only the job's queue and
-        the configuration (PreemptionRule.reads_priority), which no cycle changes."""
+        """Asked once per queue until the configuration changes: a rule's answer reads only
+        the job's queue and the configuration (PreemptionRule.reads_priority)."""
         known = self._priority_read.get(job.queue)
         if known is None:
             rules = self._plugins.preemption_rules
@@ -268,6 +269,18 @@ class Session:
         if emit:
             statement.emit(commands)
         return commands
+
+
+def _priority_reads(state: State, plugins: PluginSet) -> dict[str, bool]:
+    """The answers of `Session._reads_priority` so far, per queue, kept in the state's
+    configuration memo for these preemption rules (another rule set starts anew)."""
+    memo = state.configuration_memo
+    kept = memo.get("reads_priority")
+    rules = plugins.preemption_rules
+    if not isinstance(kept, tuple) or kept[0] is not rules:
+        kept = memo["reads_priority"] = (rules, {})
+    answers: dict[str, bool] = kept[1]
+    return answers
 
 
 def _shape(job: Job, reads_priority: Callable[[Job], bool]) -> tuple[object, ...] | None:
