@@ -77,7 +77,8 @@ class Allocate:
         outcome, reason = cycle.try_schedule(job)
         if outcome is Outcome.PLACED:
             return _Next.REQUEUE
-        statement.set(job, "pending_reason", reason)
+        if job.pending_reason is not reason:  # a look-alike's verdict is the same object
+            statement.set(job, "pending_reason", reason)
         if outcome is Outcome.PREEMPTING:
             # Not blocked: its victims are stopping and what they free is held for it.
             statement.set(job, "blocked_since", None)

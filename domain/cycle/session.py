@@ -133,8 +133,9 @@ class Session:
         held for it, victims awaited or displacers to respect is always tried in full.
         Priority is part of the shape only when a preemption rule may read it: fitting,
         the resolvers and the reclaim rules never do."""
-        shape = _shape(job, self._reads_priority)
-        changes = self.lasting_changes()
+        shape = self._shape(job)
+        statement = self._statement
+        changes = None if statement.tentative else statement.lasting
         if shape is not None and changes is not None:
             blocked = self._blocked.get(shape)
             if blocked is not None and blocked[0] == changes:
@@ -174,6 +175,15 @@ class Session:
         if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
         return Outcome.BLOCKED, first_reason
+
+    def _shape(self, job: Job) -> tuple[object, ...] | None:
+        """Everything trying a pending job reads of it (its priority only when some rule
+        may), or None for a job whose try also reads its own history (held room, awaited
+        victims, who displaced it)."""
+        if job.held or job.awaiting or job.displaced_by or job.status is not JobStatus.PENDING:
+            return None
+        known = self._priority_read.get(job.queue)
+        return job.shape(priority=self._reads_priority(job) if known is None else known)
 
     def _reads_priority(self, job: Job) -> bool:
         """Asked once per queue until the configuration changes: a rule's answer reads only
@@ -281,12 +291,3 @@ def _priority_reads(state: State, plugins: PluginSet) -> dict[str, bool]:
         kept = memo["reads_priority"] = (rules, {})
     answers: dict[str, bool] = kept[1]
     return answers
-
-
-def _shape(job: Job, reads_priority: Callable[[Job], bool]) -> tuple[object, ...] | None:
-    """Everything trying a pending job reads of it (its priority only when `reads_priority`
-    says some rule may), or None for a job whose try also reads its own history (held room,
-    awaited victims, who displaced it)."""
-    if job.held or job.awaiting or job.displaced_by or job.status is not JobStatus.PENDING:
-        return None
-    return job.shape(priority=reads_priority(job))

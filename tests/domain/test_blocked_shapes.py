@@ -118,7 +118,7 @@ def test_look_alike_jobs_get_the_commands_and_reasons_of_full_tries(
 ) -> None:
     remembered = simulate(lines)
     with mock.patch.object(
-        session, "_shape", lambda job, reads_priority: None
+        session.Session, "_shape", lambda self, job: None
     ):  # every job tried in full
         tried = simulate(lines)
     assert remembered == tried
@@ -201,8 +201,8 @@ class CountingReadsPriority(WithinQueuePriority):
         return super().reads_priority(cycle, job)
 
 
-def test_whether_priority_is_read_is_asked_once_per_queue_and_cycle() -> None:
-    # Given two queues with a backlog of blocked jobs each, and a full node
+def test_whether_priority_is_read_is_asked_once_per_queue_until_the_configuration_changes() -> None:
+    # Given two queues, and a full node whose job's cycle asked about queue a
     rule = CountingReadsPriority()
     cluster = Cluster(Plugins(preemption_rules=[rule]))
     cluster.given(
@@ -213,16 +213,21 @@ def test_whether_priority_is_read_is_asked_once_per_queue_and_cycle() -> None:
     )
     cluster.given(0, job("big", "a", gpu=2))
     cluster.agents_obey()
+    assert rule.asked == ["a"]
 
-    # When one cycle tries six jobs of each queue, of three priorities
-    rule.asked.clear()
+    # When two cycles try six blocked jobs of each queue, of three priorities
     cluster.when(
         1000, *(job(f"{q}{i}", q, gpu=1, priority=1 + i % 3) for q in "ab" for i in range(6))
     )
+    cluster.when(2000, job("b6", "b", gpu=1))
 
     # Then the rule was asked once per queue
     assert sorted(rule.asked) == ["a", "b"]
     assert cluster.why("b5")[0] is ReasonKind.CAPACITY
+
+    # And once more for each queue tried after the configuration changed
+    cluster.when(3000, queue("b", gpu_quota=2, policy={"kind": "round_robin"}))
+    assert sorted(rule.asked) == ["a", "a", "b", "b"]
 
 
 def test_a_preemptor_still_waiting_for_its_victims_changes_nothing_lasting() -> None:
