@@ -71,7 +71,7 @@ def _(event: QueueConfigured, state: State, seq: int, ts: int) -> None:
     state.fair_share_stale = True
     state.fair_share_dirty.add(queue.id)
     state.needs_cycle = True
-    state.configuration_memo.clear()
+    state.configuration_changed()
 
 
 def _attach(state: State, queue: Queue) -> None:
@@ -102,13 +102,13 @@ def _(event: QueueDeleted, state: State, seq: int, ts: int) -> None:
         state.fair_share_dirty.add(queue.parent)
     state.fair_share_dirty.discard(queue.id)
     state.fair_share_stale = True
-    state.configuration_memo.clear()
+    state.configuration_changed()
 
 
 @_evolve.register
 def _(event: ClusterConfigured, state: State, seq: int, ts: int) -> None:
     state.cluster = event
-    state.configuration_memo.clear()
+    state.configuration_changed()
     timeout_ms = event.heartbeat_timeout_s * 1000
     state.heartbeat_expiry = [
         (node.last_heartbeat_ts + timeout_ms, node.id)

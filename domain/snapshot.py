@@ -40,7 +40,15 @@ FORMAT = "quotaflow.state"
 
 # Fields rebuilt on load rather than written: derived from other fields.
 DERIVED_STATE = frozenset(
-    {"node_index", "timer_set", "fair_share_levels", "hold_changes", "configuration_memo"}
+    {
+        "node_index",
+        "timer_set",
+        "fair_share_levels",
+        "hold_changes",
+        "configuration_memo",
+        "configuration_changes",
+        "failed_plans",
+    }
 )
 DERIVED_QUEUE = frozenset({"quota", "policy", "preemption"})
 DERIVED_NODE = frozenset({"copies_memo"})  # a memo: a loaded node starts without one

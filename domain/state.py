@@ -81,6 +81,12 @@ class State:
     # settings, the cluster's settings), kept until it changes: evolve clears them on every
     # QueueConfigured, QueueDeleted and ClusterConfigured. Derived, never saved.
     configuration_memo: dict[object, object] = field(default_factory=dict, compare=False)
+    configuration_changes: int = field(default=0, compare=False)  # bumped with that clearing
+    # Consolidation plans that found nothing, per job shape, with the allocation stamp they
+    # were made at (domain.actions.consolidate). Derived, never saved.
+    failed_plans: dict[tuple[object, ...], tuple[int, int, int]] = field(
+        default_factory=dict, compare=False
+    )
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
     # Restarted agents' nodes -> the (job, attempt) pairs they run; settled by the next cycle.
     reconcile_requests: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
@@ -108,6 +114,18 @@ class State:
                 sorted(q.id for q in self.queues.values() if q.parent is None)
             )
         return top  # type: ignore[return-value]
+
+    def allocation_stamp(self) -> tuple[int, int, int]:
+        """Equal while no node's room or jobs, no hold and no configuration changed: the node
+        index's version (every change to a node ends in `NodeIndex.update`, and a statement's
+        rollback restores it), the hold changes and the configuration changes. Read it only
+        outside a statement's checkpoint: a tentative state's stamp is reused once rolled back."""
+        return (self.node_index.version, self.hold_changes, self.configuration_changes)
+
+    def configuration_changed(self) -> None:
+        """Forgets what was derived from the configuration (evolve calls it)."""
+        self.configuration_memo.clear()
+        self.configuration_changes += 1
 
     # -- allocation: every change of who holds what goes through here ------------------
     # place / unplace, begin_stop / end_stop and hold / drop_holds are pairs; a statement

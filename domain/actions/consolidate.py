@@ -25,6 +25,7 @@ from domain.state import Job, JobStatus, State
 # A bound on the work one blocked job may cause in one cycle: moves tried, and moves made.
 MAX_TRIES = 256
 MAX_MOVES = 32
+FAILED_PLANS_MAX = 1024  # job shapes whose failed plan is remembered (State.failed_plans)
 BINPACK = PLACEMENTS["binpack"]
 Selector = tuple[tuple[str, str], ...]
 
@@ -85,12 +86,40 @@ def consolidate(cycle: Cycle, job: Job) -> Outcome | None:
         unallocated = unallocated - state.queues[top].subtree_allocated
     if not request.fits_in(unallocated) or not request.fits_in(free_room(state, job)):
         return None  # not even the total free capacity would hold it (cheap bound first)
+    if _known_to_fail(cycle, job):
+        return None
     found = plan_moves(cycle, job, tasks)
     if found is None:
+        _remember_failure(cycle, job)
         return None
     moves, plan = found
     carry_out(cycle, job, moves, plan)
     return Outcome.PREEMPTING
+
+
+def _known_to_fail(cycle: Cycle, job: Job) -> bool:
+    """Whether a plan for a look-alike found nothing on the same allocations. A plan reads of
+    the job only its shape, and of the state only nodes, who runs where, holds and the
+    configuration, all of which the allocation stamp covers: it would find nothing again,
+    in this cycle or a later one."""
+    stamp = _stamp(cycle)
+    return stamp is not None and cycle.state.failed_plans.get(job.shape(priority=False)) == stamp
+
+
+def _remember_failure(cycle: Cycle, job: Job) -> None:
+    stamp = _stamp(cycle)  # a plan rolls back all it tried: the stamp is the one it began at
+    if stamp is None:
+        return
+    failed = cycle.state.failed_plans
+    if len(failed) >= FAILED_PLANS_MAX:
+        failed.clear()
+    failed[job.shape(priority=False)] = stamp
+
+
+def _stamp(cycle: Cycle) -> tuple[int, int, int] | None:
+    """What a failed plan is remembered at: the state's allocation stamp, or None inside a
+    checkpoint (a tentative state's stamp comes back once it is rolled back)."""
+    return None if cycle.lasting_changes() is None else cycle.state.allocation_stamp()
 
 
 def plan_moves(
