@@ -52,3 +52,26 @@ def test_victims_beyond_their_queues_release_room_are_refused_without_being_trie
     assert cluster.why("big")[0] is ReasonKind.RECLAIM  # why reclaim did not help
     assert rule.verdicts, "the search ran"
     assert [victims for victims, allowed in rule.verdicts if not allowed] == []
+
+
+def test_a_walk_rolled_back_leaves_the_next_walk_its_queues_whole_release_room() -> None:
+    # Given reclaim alone, and b (deserved 0) running two 4-GPU jobs on two 4-GPU nodes, all
+    # of which it may release once a (deserved 8) asks
+    cluster = Cluster(Plugins(preemption_rules=[Reclaim()]))
+    cluster.given(
+        0,
+        queue("a", gpu_quota=8),
+        queue("b", gpu_quota=0),
+        node("n1", gpu=4),
+        node("n2", gpu=4),
+    )
+    cluster.given(1, job("b1", "b", gpu=4), job("b2", "b", gpu=4))
+    cluster.agents_obey()
+
+    # When a asks for a gang of two 4-GPU tasks: the cheapest node's set (one of b's jobs)
+    # frees one node, not enough, so the search starts again with every node's set
+    issued = cluster.when(2, job("big", "a", gpu=4, tasks=2))
+
+    # Then both of b's jobs are preempted: the first walk's release, rolled back, did not
+    # count against b's room in the second
+    assert sorted(cluster.preempted(issued)) == ["b1", "b2"]
