@@ -160,8 +160,8 @@ class PreemptionRule(Protocol):
         running job (`admits`, asked to rule out preemption cycles). When no rule's does,
         look-alike jobs of any priority share one try (`Session.try_schedule`). A rule
         unsure says True. The answer may read only the job's queue and the configuration (the
-        queue tree, its policies and preemption settings): the session asks once per queue
-        and cycle."""
+        queue tree, its policies and preemption settings): it is asked once per queue and
+        kept until the configuration changes (`State.configuration_memo`)."""
         ...
 
 
