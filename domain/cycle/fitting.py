@@ -21,7 +21,9 @@ from domain.state import Job, JobStatus, State
 Selector = tuple[tuple[str, str], ...]
 # Held room per queue: over each queue's subtree, and over its own non-preemptible jobs.
 Promised = tuple[dict[str, Resources], dict[str, Resources]]
-BreachKey = tuple[str, Resources, int, bool, bool]  # queue, per-task request, tasks, kind
+# Queue, per-task request (gpu, cpu, memory), tasks, kind: plain values, which hash and
+# compare without a Python call (a `Resources` hashes with one).
+BreachKey = tuple[str, tuple[int, int, int], int, bool, bool]
 
 
 class Fitter:
@@ -50,7 +52,7 @@ class Fitter:
         self._breaches: dict[BreachKey, Reason | None] = {}
         self._admissions: dict[BreachKey, Reason | None] = {}  # quota and limits alone
         # For a pending holder, per the same and the room it holds itself.
-        self._holder_breaches: dict[tuple[BreachKey, Resources], Reason | None] = {}
+        self._holder_breaches: dict[tuple[BreachKey, tuple[int, int, int]], Reason | None] = {}
         self._breaches_at: tuple[int, int, int] | None = None
 
     def sizes(self, job: Job) -> list[int]:
@@ -65,11 +67,15 @@ class Fitter:
         breach = self._breach(job, tasks)
         if breach is not None:
             return Attempt(reason=breach)
-        if not job.held and self._known_no_room(job, tasks):
+        # What is held for a job widens its room, unless no node it holds room on could take
+        # one of its tasks yet (its victims still stopping): then find_placement places it
+        # exactly as a job of its shape holding nothing, and the shape's memo applies.
+        general = not job.held or not _held_room_now(self._state, job)
+        if general and self._known_no_room(job, tasks):
             return Attempt(reason=self._capacity_reason(job, tasks))
         plan = find_placement(self._state, job, tasks, self._placement())
         if plan is None:
-            if not job.held:  # what is held for a job widens its room; not a general shape
+            if general:
                 self._remember_no_room(job, tasks)
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
@@ -89,10 +95,12 @@ class Fitter:
             self._breaches.clear()
             self._holder_breaches.clear()
             self._admissions.clear()
-        key = (job.queue, job.per_task, tasks, job.preemptible, job.interactive)
+        per_task = job.per_task
+        request = (per_task.gpu, per_task.cpu, per_task.memory)
+        key = (job.queue, request, tasks, job.preemptible, job.interactive)
         if job.id in self._state.holders:
             mine = _own_held(self._state, job)
-            held_key = (key, mine)
+            held_key = (key, (mine.gpu, mine.cpu, mine.memory))
             if held_key not in self._holder_breaches:
                 self._holder_breaches[held_key] = self._admission(
                     key, job, tasks
@@ -293,3 +301,16 @@ def _own_held(state: State, job: Job) -> Resources:
     if job.id not in state.holders or job.status is not JobStatus.PENDING:
         return ZERO
     return sum(job.held.values(), ZERO)
+
+
+def _held_room_now(state: State, job: Job) -> bool:
+    """Whether some node the job holds room on could take one of its tasks now, counting
+    what is held for it there: find_placement's first pass would place something."""
+    per_task = job.per_task
+    for node_id, held in job.held.items():
+        node = state.nodes[node_id]
+        if node.lost or not node.matches(job.node_selector):
+            continue
+        if node.copies(per_task, held, job.held_devices.get(node_id, {})) > 0:
+            return True
+    return False

@@ -1,0 +1,88 @@
+"""A preemptor waiting for its victims is fitted as a job of its shape that holds nothing,
+while no node it holds room on could take one of its tasks: the cycle's memo of shapes with
+no room then answers for it (domain.cycle.fitting)."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+
+from domain.cycle import fitting
+from tests.domain.harness import Cluster, event, job, node, queue
+from tests.domain.test_blocked_shapes import look_alike_backlogs, simulate
+
+
+def preemptor_waiting() -> Cluster:
+    """`high` preempted `low` on the one 4-GPU node and holds its room while `low` stops."""
+    cluster = Cluster()
+    cluster.given(
+        0,
+        queue("q", gpu_quota=4, preemption={"within_queue": True}, policy={"kind": "round_robin"}),
+        node("n0", gpu=4),
+    )
+    cluster.given(0, job("low", "q", gpu=4, priority=1))
+    cluster.agents_obey()
+    cluster.given(1000, job("high", "q", gpu=4, priority=8))
+    assert cluster.preempted(cluster.commands) == ["low"]
+    return cluster
+
+
+def counting_placements() -> tuple[list[str], Any]:
+    placed: list[str] = []
+    real = fitting.find_placement
+
+    def find_placement(state: Any, job: Any, *args: Any, **kwargs: Any) -> Any:
+        placed.append(job.id)
+        return real(state, job, *args, **kwargs)
+
+    return placed, mock.patch.object(fitting, "find_placement", find_placement)
+
+
+def test_a_preemptor_whose_victim_still_runs_shares_its_shapes_verdict() -> None:
+    # Given a preemptor waiting for its victim to stop
+    cluster = preemptor_waiting()
+    searched, counting = counting_placements()
+    with counting:
+        # When a look-alike arrives before the victim has stopped
+        cluster.when(2000, job("high-2", "q", gpu=4, priority=8))
+    # Then one search for nodes answered both: the preemptor's held room is not free yet
+    assert searched == ["high"]
+    assert cluster.last == []
+
+
+def test_a_preemptor_one_of_whose_victims_stopped_uses_the_room_held_there() -> None:
+    # Given an elastic preemptor (two 4-GPU tasks, at least one) waiting for its two victims,
+    # one per node, and a job of one such task, of higher priority, that finds no room
+    cluster = Cluster()
+    cluster.given(
+        0,
+        queue("q", gpu_quota=8, preemption={"within_queue": True}, policy={"kind": "round_robin"}),
+        node("n0", gpu=4),
+        node("n1", gpu=4),
+    )
+    cluster.given(0, job("low0", "q", gpu=4, priority=1), job("low1", "q", gpu=4, priority=1))
+    cluster.agents_obey()
+    cluster.given(1000, job("high", "q", gpu=4, tasks=2, min_tasks=1, priority=5))
+    assert sorted(cluster.preempted(cluster.commands)) == ["low0", "low1"]
+    cluster.given(1500, job("first", "q", gpu=4, priority=9))
+
+    # When one victim stops: `first` is tried before the preemptor and finds no room
+    cluster.when(2000, event("JobPreempted", job="low0", node="n0", attempt=1))
+
+    # Then the preemptor runs one task on the room held for it there
+    assert [(c.job, c.node, c.tasks) for c in cluster.last if c.type == "Dispatch"] == [
+        ("high", "n0", 1)
+    ]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(look_alike_backlogs())
+def test_waiting_preemptors_get_the_commands_and_reasons_of_full_searches(
+    lines: list[dict[str, Any]],
+) -> None:
+    shared = simulate(lines)
+    with mock.patch.object(fitting, "_held_room_now", lambda state, job: True):
+        searched = simulate(lines)  # every preemptor searched for on its own
+    assert shared == searched
