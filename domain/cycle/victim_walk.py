@@ -47,8 +47,9 @@ class Walk:
         self.skipped: set[str] = set()  # victims the rule forbids (with what is taken so far)
         self.found: Attempt | None = None
         # A rule that bounds releases (ReleaseBound): what each victim queue may release,
-        # and what the steps taken so far release of it.
-        self.releases = releases
+        # and what the steps taken so far release of it. A copy of its own: the walk adds
+        # its releases to it, and a walk rolled back must leave the next one the room whole.
+        self.releases = None if releases is None else releases.copy()
 
     def take(self, step: VictimStep) -> None:
         """Takes the step, with the victim's earlier steps not taken yet, unless the rule

@@ -116,9 +116,9 @@ class VictimSearch:
         target = next((size for size in cycle.sizes(job) if size <= bound), None)
         if target is None:
             return False
-        releases = self._releases(job, rule, steps)  # each walk below keeps its own copy
+        releases = self._releases(job, rule, steps)  # each walk below copies it
         checkpoint = statement.checkpoint()
-        walk = Walk(self, job, rule, room, target, _fresh(releases))
+        walk = Walk(self, job, rule, room, target, releases)
         # Cheapest nodes first: for each node, the least disruptive steps that let it hold one
         # more task; then every step left, in least disruption order, for what nodes alone
         # could not reach. A step the rule forbids is skipped, not the end of the search.
@@ -133,7 +133,7 @@ class VictimSearch:
             statement.rollback(checkpoint)
             room = Room(state, statement, job)
             checkpoint = statement.checkpoint()
-            walk = Walk(self, job, rule, room, target, _fresh(releases))
+            walk = Walk(self, job, rule, room, target, releases)
             for node_steps in node_sets.in_order(on_node, self._trial_for(walk)):
                 if walk.found is not None:
                     break
@@ -192,7 +192,7 @@ class VictimSearch:
             if not room.could_grow(node_id, steps):
                 return None  # even all its steps would not free room for one more task
             mark = statement.checkpoint()
-            tried = Walk(self, walk.job, walk.rule, room, None, _fresh(walk.releases))
+            tried = Walk(self, walk.job, walk.rule, room, None, walk.releases)
             for step in steps:
                 tried.take(step)
                 if room.copies(node_id) > before:
@@ -272,9 +272,3 @@ class VictimSearch:
             cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
         for node_id in sorted(plan):
             cycle.statement.hold(job, node_id, job.per_task * plan[node_id])
-
-
-def _fresh(releases: ReleaseLedger | None) -> ReleaseLedger | None:
-    """A ledger of its own for a walk, going on from `releases` (which it leaves as it is):
-    a walk that is rolled back must not leave its releases in the next walk's count."""
-    return None if releases is None else releases.copy()
