@@ -56,11 +56,9 @@ def find_placement(
     plan: Plan = {}
     remaining = tasks
     for node_id in sorted(job.held):
-        node = state.nodes[node_id]
-        if node.lost or node_id in exclude or not node.matches(job.node_selector):
+        if node_id in exclude:
             continue
-        own = job.held_devices.get(node_id, {})
-        take = min(remaining, node.copies(per_task, job.held[node_id], own))
+        take = min(remaining, copies_held_for(state, job, node_id))
         if take > 0:
             plan[node_id] = take
             remaining -= take
@@ -86,3 +84,12 @@ def largest_free(state: State) -> Resources | None:
     for node_id in state.node_index.emptiest_first(0):
         return state.nodes[node_id].free
     return None
+
+
+def copies_held_for(state: State, job: Job, node_id: str) -> int:
+    """Tasks of the job a node it holds room on could take now, counting what is held for it
+    there (find_placement's first pass); none on a lost node or one its selector excludes."""
+    node = state.nodes[node_id]
+    if node.lost or not node.matches(job.node_selector):
+        return 0
+    return node.copies(job.per_task, job.held[node_id], job.held_devices.get(node_id, {}))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from domain.cycle.framework import Attempt
 from domain.devices import WHOLE
-from domain.placement import PlacementStrategy, find_placement, largest_free
+from domain.placement import PlacementStrategy, copies_held_for, find_placement, largest_free
 from domain.quota_checks import admission_breach, protected_breach
 from domain.reasons import Reason, ReasonKind, reason
 from domain.resources import ZERO, Resources
@@ -306,11 +306,4 @@ def _own_held(state: State, job: Job) -> Resources:
 def _held_room_now(state: State, job: Job) -> bool:
     """Whether some node the job holds room on could take one of its tasks now, counting
     what is held for it there: find_placement's first pass would place something."""
-    per_task = job.per_task
-    for node_id, held in job.held.items():
-        node = state.nodes[node_id]
-        if node.lost or not node.matches(job.node_selector):
-            continue
-        if node.copies(per_task, held, job.held_devices.get(node_id, {})) > 0:
-            return True
-    return False
+    return any(copies_held_for(state, job, node_id) > 0 for node_id in job.held)
