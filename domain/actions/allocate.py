@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from enum import Enum
 
 from domain.actions.reclaim_again import note_blocked
-from domain.cycle.framework import Cycle, Outcome, Verdict
+from domain.cycle.framework import Cycle, Outcome, QueuePolicy, Verdict
 from domain.cycle.ordering import QueueKey, pending_in_order, queue_key
 from domain.state import Job, Queue
 
@@ -41,7 +41,8 @@ class Allocate:
                 heap.append((queue_key(cycle.state, queue_id), queue_id))
                 keyed_at[queue_id] = statement.epoch
         heapq.heapify(heap)
-        cursors: dict[str, Iterator[Job]] = {}
+        cursors: dict[str, tuple[Iterator[Job], QueuePolicy]] = {}
+        noted: set[str] = set()  # queues whose first blocked job reclaim-again has
         while heap:
             key, queue_id = heapq.heappop(heap)
             if keyed_at[queue_id] != statement.epoch:
@@ -53,46 +54,63 @@ class Allocate:
                     keyed_at[queue_id] = statement.epoch
                     continue
             queue = state.queues[queue_id]
-            cursor = cursors.get(queue_id)
-            if cursor is None:
+            walking = cursors.get(queue_id)
+            if walking is None:
                 policy = cycle.policy(queue)
-                cursor = cursors[queue_id] = pending_in_order(state, queue, policy, cycle.ts)
+                walking = cursors[queue_id] = (
+                    pending_in_order(state, queue, policy, cycle.ts),
+                    policy,
+                )
+            cursor, policy = walking
             for job in cursor:
-                step = self._serve(cycle, queue, job)
-                if step is _Next.REQUEUE and not heap:
-                    continue  # no other queue to rank it against: it stays first
-                if step is _Next.REQUEUE:
+                step = self._serve(cycle, queue, policy, job, noted)
+                if step is _CONTINUE:
+                    continue
+                if step is _REQUEUE:
+                    if not heap:
+                        continue  # no other queue to rank it against: it stays first
                     heapq.heappush(heap, (queue_key(cycle.state, queue_id), queue_id))
                     keyed_at[queue_id] = statement.epoch
-                if step is not _Next.CONTINUE:
-                    break
+                break
         # Placed jobs leave the pending lists only now: the cursors above walk those lists.
         for job in cycle.placed:
             statement.dequeue(job)
 
-    def _serve(self, cycle: Cycle, queue: Queue, job: Job) -> _Next:
-        """Tries one job and applies the queue policy's verdict if it is blocked."""
+    def _serve(
+        self, cycle: Cycle, queue: Queue, policy: QueuePolicy, job: Job, noted: set[str]
+    ) -> _Next:
+        """Tries one job and applies the queue policy's verdict if it is blocked. Runs once
+        for every pending job the cycle reaches (most of them look-alikes of one found
+        blocked), so it reads enum members from module constants."""
         statement = cycle.statement
         lasting = statement.lasting
         outcome, reason = cycle.try_schedule(job)
-        if outcome is Outcome.PLACED:
-            return _Next.REQUEUE
+        if outcome is _PLACED:
+            return _REQUEUE
         if job.pending_reason is not reason:  # a look-alike's verdict is the same object
             statement.set(job, "pending_reason", reason)
-        if outcome is Outcome.PREEMPTING:
+        if outcome is _PREEMPTING:
             # Not blocked: its victims are stopping and what they free is held for it.
-            statement.set(job, "blocked_since", None)
+            if job.blocked_since is not None:
+                statement.set(job, "blocked_since", None)
             # A job still waiting for the same victims changed nothing lasting, so no
             # queue's rank either: re-filing the queue would only pop it again.
-            return _Next.REQUEUE if statement.lasting != lasting else _Next.CONTINUE
-        note_blocked(cycle, job)
+            return _REQUEUE if statement.lasting != lasting else _CONTINUE
+        if job.queue not in noted:  # only each queue's first blocked job is kept
+            noted.add(job.queue)
+            note_blocked(cycle, job)
         if job.blocked_since is None:
             # The first cycle in which it was found blocked.
             statement.set(job, "blocked_since", cycle.ts)
-        policy = cycle.policy(queue)
-        if policy.on_blocked(job, queue, cycle) is Verdict.STOP:
+        if policy.on_blocked(job, queue, cycle) is _STOP:
             statement.set(queue, "stopped_by", job.id)
             statement.set(queue, "stopped_policy", policy.kind)
             return _Next.STOP
         # A blocked try commits nothing, so every queue keeps its rank and this one stays first.
-        return _Next.CONTINUE
+        return _CONTINUE
+
+
+# Read once: an enum member read through its class costs a lookup, and _serve runs per job.
+_PLACED, _PREEMPTING = Outcome.PLACED, Outcome.PREEMPTING
+_STOP = Verdict.STOP
+_CONTINUE, _REQUEUE = _Next.CONTINUE, _Next.REQUEUE

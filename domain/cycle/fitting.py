@@ -233,11 +233,16 @@ class Fitter:
     def _capacity_reason(self, job: Job, tasks: int) -> Reason:
         if job.held and job.awaiting:
             awaiting = tuple(sorted(job.awaiting))
-            return reason(
-                ReasonKind.PREEMPTING,
-                f"waiting for preempted jobs to stop: {', '.join(awaiting)}",
-                awaiting=awaiting,
-            )
+            text = f"waiting for preempted jobs to stop: {', '.join(awaiting)}"
+            known = job.pending_reason  # a preemptor waits for the same victims cycle after cycle
+            if (
+                known is not None
+                and known.kind is ReasonKind.PREEMPTING
+                and known.text == text
+                and known.facts == (("awaiting", awaiting),)
+            ):
+                return known
+            return reason(ReasonKind.PREEMPTING, text, awaiting=awaiting)
         key = (job.node_selector, job.per_task, tasks)
         epoch = self._changes()[0]
         cached = self._reasons.get(key)

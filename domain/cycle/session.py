@@ -39,8 +39,9 @@ class Session:
         self._placed: list[Job] = []  # leave pending lists after the allocate action
         self._dispatched_now: set[str] = set()  # never victims in the same cycle
         self._memo: dict[str, object] = {}  # per-cycle caches of plug-ins, by plug-in name
-        # Per job shape: (lasting changes when a job of that shape was found blocked, why).
-        self._blocked: dict[tuple[object, ...], tuple[int, Reason | None]] = {}
+        # Per job shape: (lasting changes when a job of that shape was found blocked, the
+        # answer then: BLOCKED and why).
+        self._blocked: dict[tuple[object, ...], tuple[int, tuple[Outcome, Reason | None]]] = {}
         # Per queue: whether some preemption rule may read its jobs' priority (kept with the
         # configuration, for these rules: see `_reads_priority`).
         self._priority_read = _priority_reads(state, plugins)
@@ -139,7 +140,7 @@ class Session:
         if shape is not None and changes is not None:
             blocked = self._blocked.get(shape)
             if blocked is not None and blocked[0] == changes:
-                return Outcome.BLOCKED, blocked[1]
+                return blocked[1]
         outcome, why = self._try(job)
         if (
             outcome is Outcome.BLOCKED
@@ -147,7 +148,12 @@ class Session:
             and changes is not None
             and self.lasting_changes() == changes
         ):
-            self._blocked[shape] = (changes, why)
+            known = job.pending_reason
+            if known is not None and known == why:
+                # The verdict of an earlier cycle, equal: its look-alikes still hold that
+                # object, so Allocate sets none of them again.
+                why = known
+            self._blocked[shape] = (changes, (outcome, why))
         return outcome, why
 
     def _try(self, job: Job) -> tuple[Outcome, Reason | None]:
@@ -180,7 +186,7 @@ class Session:
         """Everything trying a pending job reads of it (its priority only when some rule
         may), or None for a job whose try also reads its own history (held room, awaited
         victims, who displaced it)."""
-        if job.held or job.awaiting or job.displaced_by or job.status is not JobStatus.PENDING:
+        if job.held or job.awaiting or job.displaced_by or job.status is not _PENDING:
             return None
         known = self._priority_read.get(job.queue)
         return job.shape(priority=self._reads_priority(job) if known is None else known)
@@ -279,6 +285,11 @@ class Session:
         if emit:
             statement.emit(commands)
         return commands
+
+
+# Read once: an enum member read through its class costs a lookup, and `_shape` runs for
+# every pending job a cycle reaches.
+_PENDING = JobStatus.PENDING
 
 
 def _priority_reads(state: State, plugins: PluginSet) -> dict[str, bool]:

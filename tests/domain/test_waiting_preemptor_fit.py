@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 
 from domain.cycle import fitting
+from domain.snapshot import encode_state
 from tests.domain.harness import Cluster, event, job, node, queue
 from tests.domain.test_blocked_shapes import look_alike_backlogs, simulate
 
@@ -75,6 +77,31 @@ def test_a_preemptor_one_of_whose_victims_stopped_uses_the_room_held_there() -> 
     assert [(c.job, c.node, c.tasks) for c in cluster.last if c.type == "Dispatch"] == [
         ("high", "n0", 1)
     ]
+
+
+def test_a_preemptor_keeps_naming_only_the_victims_it_still_waits_for() -> None:
+    # Given a preemptor of two 4-GPU tasks waiting for its two victims, one per node
+    cluster = Cluster()
+    cluster.given(
+        0,
+        queue("q", gpu_quota=8, preemption={"within_queue": True}, policy={"kind": "round_robin"}),
+        node("n0", gpu=4),
+        node("n1", gpu=4),
+    )
+    cluster.given(0, job("low0", "q", gpu=4, priority=1), job("low1", "q", gpu=4, priority=1))
+    cluster.agents_obey()
+    cluster.given(1000, job("high", "q", gpu=4, tasks=2, priority=5))
+    cluster.given(1500, job("other", "q", gpu=4, priority=1))  # a cycle: still both awaited
+
+    # When one victim stops, and the preemptor still waits for the other
+    cluster.when(2000, event("JobPreempted", job="low0", node="n0", attempt=1))
+
+    # Then the reason kept for it (what a snapshot carries) names only the other
+    assert cluster.last == []
+    jobs = dict(orjson.loads(encode_state(cluster.state))["state"]["jobs"])
+    kept = jobs["high"]["pending_reason"]
+    assert kept["kind"] == "preempting"
+    assert kept["facts"] == {"awaiting": ["low1"]}
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
