@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from itertools import chain
+from operator import itemgetter
 
 from domain.cycle.framework import QueuePolicy
 from domain.fairshare import OWN
@@ -51,8 +53,14 @@ def pending_in_order(state: State, queue: Queue, policy: QueuePolicy, now: int) 
     Each (interactive, priority) list is in submission order and a policy's effective priority
     never rises along it, so a list's keys run from its first job's to its last job's. Lists
     whose key ranges do not overlap simply follow one another (always so without aging); only
-    overlapping ones are merged job by job.
+    overlapping ones are merged job by job. A list that follows on is walked by C iterators
+    (no Python frame per job: a cycle may walk every job of a long skipping queue).
     """
+    return chain.from_iterable(_groups(state, queue, policy, now))
+
+
+def _groups(state: State, queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Iterator[Job]]:
+    """One iterator per run of lists whose key ranges overlap, in the order they are tried."""
     spans: list[tuple[tuple[int, int], tuple[int, int], bool, list[tuple[int, str]]]] = []
     for (interactive, _priority), entries in queue.pending.lists():
         if entries:
@@ -65,12 +73,12 @@ def pending_in_order(state: State, queue: Queue, policy: QueuePolicy, now: int) 
     group_end = (0, 0)
     for start, end, interactive, entries in spans:
         if group and start > group_end:
-            yield from _merged(state, queue, policy, now, group)
+            yield _merged(state, queue, policy, now, group)
             group = []
         group_end = max(group_end, end) if group else end
         group.append((interactive, entries))
     if group:
-        yield from _merged(state, queue, policy, now, group)
+        yield _merged(state, queue, policy, now, group)
 
 
 def _merged(
@@ -81,9 +89,7 @@ def _merged(
     group: list[tuple[bool, list[tuple[int, str]]]],
 ) -> Iterator[Job]:
     if len(group) == 1:
-        for _, job_id in group[0][1]:
-            yield state.jobs[job_id]
-        return
+        return map(state.jobs.__getitem__, map(_JOB_ID, group[0][1]))
     streams = []
     for interactive, entries in group:
 
@@ -95,5 +101,7 @@ def _merged(
                 yield (0 if interactive else 1, -rank, order), job_id
 
         streams.append(keyed())
-    for _, job_id in heapq.merge(*streams):
-        yield state.jobs[job_id]
+    return map(state.jobs.__getitem__, map(_JOB_ID, heapq.merge(*streams)))
+
+
+_JOB_ID = itemgetter(1)  # (order, job id) or (key, job id): the id
