@@ -263,6 +263,8 @@ class State:
         self.node_index.update(node)
 
     def drop_holds(self, job: Job) -> None:
+        if not job.held and job.id not in self.holders:
+            return  # it holds nothing (every dispatch drops holds first): no hold changes
         self.hold_changes += 1
         self.holders.discard(job.id)
         if job.held:

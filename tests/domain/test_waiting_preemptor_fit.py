@@ -104,6 +104,26 @@ def test_a_preemptor_keeps_naming_only_the_victims_it_still_waits_for() -> None:
     assert kept["facts"] == {"awaiting": ["low1"]}
 
 
+def test_room_promised_to_preemptors_is_summed_again_only_after_a_hold_changes() -> None:
+    # Given a preemptor holding room on n0, and room for three jobs (not for it) on n1
+    cluster = preemptor_waiting()
+    cluster.given(1500, node("n1", gpu=3))
+    real = fitting.Fitter._promised_sums
+    sums: list[int] = []
+
+    def promised_sums(state: Any) -> Any:
+        sums.append(state.hold_changes)
+        return real(state)
+
+    with mock.patch.object(fitting.Fitter, "_promised_sums", staticmethod(promised_sums)):
+        # When three jobs that hold nothing arrive together
+        cluster.when(2000, *(job(f"j{i}", "q", gpu=1, priority=1) for i in range(3)))
+    # Then all three run on n1, and the promised room was summed once: a dispatch of a job
+    # that holds nothing changes no hold
+    assert sorted(cluster.dispatched(cluster.last)) == ["j0", "j1", "j2"]
+    assert len(sums) == 1
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(look_alike_backlogs())
 def test_waiting_preemptors_get_the_commands_and_reasons_of_full_searches(
