@@ -157,7 +157,7 @@ class Session:
         return outcome, why
 
     def _try(self, job: Job) -> tuple[Outcome, Reason | None]:
-        if job.awaiting:
+        if job.awaiting and not all(self.still_stopping(v) for v in job.awaiting):
             awaiting = frozenset(v for v in job.awaiting if self.still_stopping(v))
             self._statement.set(job, "awaiting", awaiting)
         first_reason: Reason | None = None
