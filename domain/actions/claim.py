@@ -25,8 +25,7 @@ class Claim:
             job = state.jobs.get(job_id)
             if job is None or job.status is not JobStatus.PENDING or not job.held:
                 continue
-            awaiting = frozenset(v for v in job.awaiting if cycle.still_stopping(v))
-            cycle.statement.set(job, "awaiting", awaiting)
+            cycle.refresh_awaiting(job)
             if not job.awaiting:
                 ready.append(job)
         for job in sorted(ready, key=lambda job: job.pending_key()):

@@ -258,6 +258,10 @@ class Cycle(CycleView, Protocol):
 
     def still_stopping(self, job_id: str) -> bool: ...
 
+    def refresh_awaiting(self, job: Job) -> None:
+        """Drops from the job's awaited victims those no longer stopping."""
+        ...
+
     def dispatch(self, job: Job, plan: Plan, reason: DispatchReason | None = None) -> None: ...
 
     def stop(

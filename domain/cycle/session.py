@@ -157,9 +157,8 @@ class Session:
         return outcome, why
 
     def _try(self, job: Job) -> tuple[Outcome, Reason | None]:
-        if job.awaiting and not all(self.still_stopping(v) for v in job.awaiting):
-            awaiting = frozenset(v for v in job.awaiting if self.still_stopping(v))
-            self._statement.set(job, "awaiting", awaiting)
+        if job.awaiting:
+            self.refresh_awaiting(job)
         first_reason: Reason | None = None
         for tasks in self.sizes(job):
             attempt = self.fit(job, tasks)
@@ -211,6 +210,13 @@ class Session:
     def still_stopping(self, job_id: str) -> bool:
         victim = self._state.jobs.get(job_id)
         return victim is not None and bool(victim.stopping)
+
+    def refresh_awaiting(self, job: Job) -> None:
+        """Drops from the job's awaited victims those no longer stopping; a preemptor that
+        still waits for all of them (most, every cycle) keeps its set as it is."""
+        if not all(self.still_stopping(v) for v in job.awaiting):
+            awaiting = frozenset(v for v in job.awaiting if self.still_stopping(v))
+            self._statement.set(job, "awaiting", awaiting)
 
     # -- commands --------------------------------------------------------------------------
 
