@@ -6,7 +6,7 @@ import heapq
 from collections.abc import Iterator
 from enum import Enum
 
-from domain.actions.reclaim_again import note_blocked
+from domain.actions.reclaim_again import note_blocked, note_dequeued
 from domain.cycle.framework import Cycle, Outcome, QueuePolicy, Verdict
 from domain.cycle.ordering import QueueKey, pending_in_order, queue_key
 from domain.state import Job, Queue
@@ -73,8 +73,10 @@ class Allocate:
                     keyed_at[queue_id] = statement.epoch
                 break
         # Placed jobs leave the pending lists only now: the cursors above walk those lists.
+        walked = statement.lasting
         for job in cycle.placed:
             statement.dequeue(job)
+        note_dequeued(cycle, walked)
 
     def _serve(
         self, cycle: Cycle, queue: Queue, policy: QueuePolicy, job: Job, noted: set[str]

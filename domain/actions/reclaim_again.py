@@ -21,6 +21,7 @@ from domain.state import Job, JobStatus
 RECLAIM_AGAIN_MS = 1000  # the next look, if this one fails: about a KAI session's period
 TIMER = "reclaim_again"  # the kind of that timer (ident: the queue)
 BLOCKED = "allocate_blocked"  # the per-cycle memo Allocate fills: its first blocked job per queue
+DEQUEUED = "allocate_dequeued"  # and the lasting changes around its dequeues (note_dequeued)
 
 
 def note_blocked(cycle: Cycle, job: Job) -> None:
@@ -30,8 +31,15 @@ def note_blocked(cycle: Cycle, job: Job) -> None:
         blocked[job.queue] = (job, cycle.lasting_changes())
 
 
+def note_dequeued(cycle: Cycle, walked: int) -> None:
+    """Called by Allocate once its placed jobs left the pending lists: the lasting changes
+    before (`walked`) and after. Leaving a pending list changes nothing a try reads."""
+    cycle.memo(DEQUEUED, _Dequeued)[walked] = cycle.lasting_changes()
+
+
 # Named once: subscripting a generic on every call costs typing's lookup.
 _FirstBlocked = dict[str, tuple[Job, int | None]]
+_Dequeued = dict[int, int | None]  # lasting changes before Allocate's dequeues -> after
 
 
 def _blocked(cycle: Cycle) -> _FirstBlocked:
@@ -45,10 +53,18 @@ class ReclaimAgain:
 
     def execute(self, cycle: Cycle) -> None:
         # One look per queue: at the first job it found blocked.
+        dequeued = cycle.memo(DEQUEUED, _Dequeued)
         for job, changes_then in list(_blocked(cycle).values()):
-            if changes_then is None or changes_then == cycle.lasting_changes():
+            now = cycle.lasting_changes()
+            if changes_then is None or changes_then == now:
                 continue  # nothing lasting happened since it was found blocked
             if job.status is not JobStatus.PENDING or not below_deserved(cycle, job):
+                continue
+            if dequeued.get(changes_then) == now:
+                # Only Allocate's placed jobs left the pending lists since, which no try
+                # reads: a look now finds it blocked for the same reason (it has it) and,
+                # as any blocked look, asks for a later one.
+                cycle.wake_at(cycle.ts + RECLAIM_AGAIN_MS, TIMER, job.queue)
                 continue
             self._try(cycle, job)
 
