@@ -54,9 +54,9 @@ def test_a_preemptor_whose_victim_still_runs_shares_its_shapes_verdict() -> None
     assert cluster.last == []
 
 
-def test_a_preemptor_one_of_whose_victims_stopped_uses_the_room_held_there() -> None:
-    # Given an elastic preemptor (two 4-GPU tasks, at least one) waiting for its two victims,
-    # one per node, and a job of one such task, of higher priority, that finds no room
+def preemptor_of_two_tasks_waiting(min_tasks: int) -> Cluster:
+    """`high` (two 4-GPU tasks, at least `min_tasks`) preempted `low0` on n0 and `low1` on
+    n1 and holds their room while they stop."""
     cluster = Cluster()
     cluster.given(
         0,
@@ -66,8 +66,15 @@ def test_a_preemptor_one_of_whose_victims_stopped_uses_the_room_held_there() -> 
     )
     cluster.given(0, job("low0", "q", gpu=4, priority=1), job("low1", "q", gpu=4, priority=1))
     cluster.agents_obey()
-    cluster.given(1000, job("high", "q", gpu=4, tasks=2, min_tasks=1, priority=5))
+    cluster.given(1000, job("high", "q", gpu=4, tasks=2, min_tasks=min_tasks, priority=5))
     assert sorted(cluster.preempted(cluster.commands)) == ["low0", "low1"]
+    return cluster
+
+
+def test_a_preemptor_one_of_whose_victims_stopped_uses_the_room_held_there() -> None:
+    # Given an elastic preemptor (two 4-GPU tasks, at least one) waiting for its two victims,
+    # one per node, and a job of one such task, of higher priority, that finds no room
+    cluster = preemptor_of_two_tasks_waiting(min_tasks=1)
     cluster.given(1500, job("first", "q", gpu=4, priority=9))
 
     # When one victim stops: `first` is tried before the preemptor and finds no room
@@ -81,16 +88,7 @@ def test_a_preemptor_one_of_whose_victims_stopped_uses_the_room_held_there() -> 
 
 def test_a_preemptor_keeps_naming_only_the_victims_it_still_waits_for() -> None:
     # Given a preemptor of two 4-GPU tasks waiting for its two victims, one per node
-    cluster = Cluster()
-    cluster.given(
-        0,
-        queue("q", gpu_quota=8, preemption={"within_queue": True}, policy={"kind": "round_robin"}),
-        node("n0", gpu=4),
-        node("n1", gpu=4),
-    )
-    cluster.given(0, job("low0", "q", gpu=4, priority=1), job("low1", "q", gpu=4, priority=1))
-    cluster.agents_obey()
-    cluster.given(1000, job("high", "q", gpu=4, tasks=2, priority=5))
+    cluster = preemptor_of_two_tasks_waiting(min_tasks=2)
     cluster.given(1500, job("other", "q", gpu=4, priority=1))  # a cycle: still both awaited
 
     # When one victim stops, and the preemptor still waits for the other
