@@ -6,7 +6,8 @@ the same cycle, give idle capacity to a queue beyond its own deserved quota (wor
 Cycles run only when something changes, so without a second look the blocked job could wait
 for ever while that queue stays above its deserved quota. This action looks once more, at
 the end of allocation, at the first job each queue found blocked (so a cycle costs at most one
-more try per queue), but only if something lasting changed since it was blocked. A job
+more try per queue), but only if something lasting changed since it was blocked (Allocate
+taking its placed jobs off the pending lists does not count: no try reads them). A job
 dispatched in this cycle is never a victim in it, so when only such work would make room, a
 timer brings a cycle RECLAIM_AGAIN_MS later that may take it (as a KAI session reclaims what
 the previous one allocated). See docs/quotas.md, "Reclaim again".
