@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devtools.broker import (
+    _PORT_ATTEMPTS,
     LOG_FILE,
     _existing_cluster_id,
     _new_cluster_id,
     _pick_ports,
+    _PortTakenError,
     _wait_until_ready,
 )
 from devtools.handle import PROPERTIES_FILE, BrokerHandle
@@ -151,16 +153,32 @@ def start_cluster(
     """Format (if new) and start ``brokers`` nodes; return once every one serves metadata.
 
     ``nodes`` (from a previous start) keeps the ports and data dirs; otherwise ports are
-    picked free on 127.0.0.1 and node N lives in ``data_dir/broker-N``.
+    picked free on 127.0.0.1 and node N lives in ``data_dir/broker-N``. A picked port can be
+    taken by another process before its broker binds it: then every node starts again on
+    new ports (each node's configuration names every port), as a single broker does
+    (``devtools.broker.start_broker``).
     """
     if brokers < 1:
         raise BrokerError("a cluster needs at least one broker")
     data_dir = data_dir.resolve()
-    if nodes is None:
-        nodes = []
+    if nodes is not None:
+        return _start(root, nodes, timeout_s)
+    for attempt in range(1, _PORT_ATTEMPTS + 1):
+        layout = []
         for node_id in range(1, brokers + 1):
             port, controller_port = _pick_ports(None, None)
-            nodes.append(NodeLayout(node_id, port, controller_port, data_dir / f"broker-{node_id}"))
+            layout.append(
+                NodeLayout(node_id, port, controller_port, data_dir / f"broker-{node_id}")
+            )
+        try:
+            return _start(root, layout, timeout_s)
+        except _PortTakenError:
+            if attempt == _PORT_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start(root: Path, nodes: list[NodeLayout], timeout_s: float) -> ClusterHandle:
     existing = [_existing_cluster_id(n.data_dir / KRAFT_LOG_DIR) for n in nodes]
     cluster_id = next((found for found in existing if found), None) or _new_cluster_id()
     for node in nodes:
