@@ -95,12 +95,10 @@ class Fitter:
             self._breaches.clear()
             self._holder_breaches.clear()
             self._admissions.clear()
-        per_task = job.per_task
-        request = (per_task.gpu, per_task.cpu, per_task.memory)
-        key = (job.queue, request, tasks, job.preemptible, job.interactive)
+        key = (job.queue, job.per_task.as_tuple(), tasks, job.preemptible, job.interactive)
         if job.id in self._state.holders:
             mine = _own_held(self._state, job)
-            held_key = (key, (mine.gpu, mine.cpu, mine.memory))
+            held_key = (key, mine.as_tuple())
             if held_key not in self._holder_breaches:
                 self._holder_breaches[held_key] = self._admission(
                     key, job, tasks
