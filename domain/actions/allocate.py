@@ -9,6 +9,7 @@ from enum import Enum
 from domain.actions.reclaim_again import note_blocked, note_dequeued
 from domain.cycle.framework import Cycle, Outcome, QueuePolicy, Verdict
 from domain.cycle.ordering import QueueKey, pending_in_order, queue_key
+from domain.reasons import Reason
 from domain.state import Job, Queue
 
 
@@ -42,6 +43,7 @@ class Allocate:
                 keyed_at[queue_id] = statement.epoch
         heapq.heapify(heap)
         cursors: dict[str, tuple[Iterator[Job], QueuePolicy]] = {}
+        known_verdict = cycle.known_verdict
         noted: set[str] = set()  # queues whose first blocked job reclaim-again has
         while heap:
             key, queue_id = heapq.heappop(heap)
@@ -63,7 +65,18 @@ class Allocate:
                 )
             cursor, policy = walking
             for job in cursor:
-                step = self._serve(cycle, queue, policy, job, noted)
+                known = known_verdict(job)
+                if known is not None and job.blocked_since is not None:
+                    # A look-alike of a job found blocked in this cycle (which noted the
+                    # queue), itself blocked since an earlier cycle: _serve's steps for it
+                    # come down to its reason, if another, and the policy's verdict.
+                    if job.pending_reason is not known[1]:
+                        statement.set(job, "pending_reason", known[1])
+                    if policy.on_blocked(job, queue, cycle) is not _STOP:
+                        continue
+                    self._stop(cycle, queue, policy, job)
+                    break
+                step = self._serve(cycle, queue, policy, job, noted, known)
                 if step is _CONTINUE:
                     continue
                 if step is _REQUEUE:
@@ -79,14 +92,20 @@ class Allocate:
         note_dequeued(cycle, walked)
 
     def _serve(
-        self, cycle: Cycle, queue: Queue, policy: QueuePolicy, job: Job, noted: set[str]
+        self,
+        cycle: Cycle,
+        queue: Queue,
+        policy: QueuePolicy,
+        job: Job,
+        noted: set[str],
+        known: tuple[Outcome, Reason | None] | None,
     ) -> _Next:
-        """Tries one job and applies the queue policy's verdict if it is blocked. Runs once
-        for every pending job the cycle reaches (most of them look-alikes of one found
-        blocked), so it reads enum members from module constants."""
+        """Tries one job (unless its verdict is `known`) and applies the queue policy's
+        verdict if it is blocked. Reads enum members from module constants: it runs for many
+        of the pending jobs a cycle reaches."""
         statement = cycle.statement
         lasting = statement.lasting
-        outcome, reason = cycle.try_schedule(job)
+        outcome, reason = known or cycle.try_schedule(job)
         if outcome is _PLACED:
             return _REQUEUE
         if job.pending_reason is not reason:  # a look-alike's verdict is the same object
@@ -105,11 +124,16 @@ class Allocate:
             # The first cycle in which it was found blocked.
             statement.set(job, "blocked_since", cycle.ts)
         if policy.on_blocked(job, queue, cycle) is _STOP:
-            statement.set(queue, "stopped_by", job.id)
-            statement.set(queue, "stopped_policy", policy.kind)
+            self._stop(cycle, queue, policy, job)
             return _Next.STOP
         # A blocked try commits nothing, so every queue keeps its rank and this one stays first.
         return _CONTINUE
+
+    @staticmethod
+    def _stop(cycle: Cycle, queue: Queue, policy: QueuePolicy, job: Job) -> None:
+        """The policy stops the queue at its blocked job for this cycle."""
+        cycle.statement.set(queue, "stopped_by", job.id)
+        cycle.statement.set(queue, "stopped_policy", policy.kind)
 
 
 # Read once: an enum member read through its class costs a lookup, and _serve runs per job.

@@ -256,6 +256,9 @@ class Cycle(CycleView, Protocol):
 
     def try_schedule(self, job: Job) -> tuple[Outcome, Reason | None]: ...
 
+    def known_verdict(self, job: Job) -> tuple[Outcome, Reason | None] | None:
+        """What try_schedule would give, known without a try (a blocked look-alike's)."""
+
     def still_stopping(self, job_id: str) -> bool: ...
 
     def refresh_awaiting(self, job: Job) -> None:

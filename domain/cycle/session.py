@@ -134,13 +134,10 @@ class Session:
         held for it, victims awaited or displacers to respect is always tried in full.
         Priority is part of the shape only when a preemption rule may read it: fitting,
         the resolvers and the reclaim rules never do."""
-        shape = self._shape(job)
-        statement = self._statement
-        changes = None if statement.tentative else statement.lasting
-        if shape is not None and changes is not None:
-            blocked = self._blocked.get(shape)
-            if blocked is not None and blocked[0] == changes:
-                return blocked[1]
+        known = self.known_verdict(job)
+        if known is not None:
+            return known
+        shape, changes = self._shape(job), self.lasting_changes()
         outcome, why = self._try(job)
         if (
             outcome is Outcome.BLOCKED
@@ -148,13 +145,26 @@ class Session:
             and changes is not None
             and self.lasting_changes() == changes
         ):
-            known = job.pending_reason
-            if known is not None and known == why:
+            kept = job.pending_reason
+            if kept is not None and kept == why:
                 # The verdict of an earlier cycle, equal: its look-alikes still hold that
                 # object, so Allocate sets none of them again.
-                why = known
+                why = kept
             self._blocked[shape] = (changes, (outcome, why))
         return outcome, why
+
+    def known_verdict(self, job: Job) -> tuple[Outcome, Reason | None] | None:
+        """What trying the job would give, when a look-alike was found blocked in this cycle
+        with no lasting change since (see try_schedule), without trying it; else None. Asked
+        for every step of a walk over a backlog, so it is the memo lookup alone."""
+        shape = self._shape(job)
+        statement = self._statement
+        if shape is None or statement.tentative:
+            return None
+        blocked = self._blocked.get(shape)
+        if blocked is not None and blocked[0] == statement.lasting:
+            return blocked[1]
+        return None
 
     def _try(self, job: Job) -> tuple[Outcome, Reason | None]:
         if job.awaiting:
