@@ -132,10 +132,11 @@ class Node:
     incarnation: int = 0  # that agent's start count (0: not given)
     devices: tuple[Device, ...] | None = None  # as the heartbeat listed them (None: implied)
     gpus: NodeDevices = field(default_factory=NodeDevices)  # per-device use (domain/devices.py)
-    # copies() of each task shape for a job holding nothing here, as the node is now. Every
-    # change to the node's room is followed by NodeIndex.update, which starts a new memo; an
-    # undone change puts the memo of the restored room back (statement.py's mementos).
-    copies_memo: dict[Resources, int] = field(default_factory=dict, repr=False, compare=False)
+    # copies() of each task shape, for a job holding nothing here or holding a given room,
+    # as the node is now. Every change to the node's room is followed by NodeIndex.update,
+    # which starts a new memo; an undone change puts the memo of the restored room back
+    # (statement.py's mementos).
+    copies_memo: dict[object, int] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def free(self) -> Resources:
@@ -172,15 +173,20 @@ class Node:
     ) -> int:
         """How many tasks of `per_task` fit here now for a job holding `own_hold` (and
         `own_devices`) here: in every resource, and on whole or shared GPU devices."""
-        if own_hold is ZERO and own_devices is NONE:
-            memo = self.copies_memo
-            copies = memo.get(per_task)
-            if copies is None:
-                if len(memo) >= COPIES_MEMO_MAX:
-                    memo.clear()
-                copies = memo[per_task] = self._copies(per_task, own_hold, own_devices)
-            return copies
-        return self._copies(per_task, own_hold, own_devices)
+        # A job holding room here (a waiting preemptor, asked every cycle) is remembered by
+        # its hold too; most jobs hold nothing, and are remembered by their request alone.
+        key: object = (
+            per_task
+            if own_hold is ZERO and own_devices is NONE
+            else (per_task, own_hold, tuple(own_devices.items()))
+        )
+        memo = self.copies_memo
+        copies = memo.get(key)
+        if copies is None:
+            if len(memo) >= COPIES_MEMO_MAX:
+                memo.clear()
+            copies = memo[key] = self._copies(per_task, own_hold, own_devices)
+        return copies
 
     def _copies(
         self, per_task: Resources, own_hold: Resources, own_devices: Mapping[int, int]

@@ -231,15 +231,14 @@ class Fitter:
     def _capacity_reason(self, job: Job, tasks: int) -> Reason:
         if job.held and job.awaiting:
             awaiting = tuple(sorted(job.awaiting))
-            text = f"waiting for preempted jobs to stop: {', '.join(awaiting)}"
             known = job.pending_reason  # a preemptor waits for the same victims cycle after cycle
             if (
                 known is not None
                 and known.kind is ReasonKind.PREEMPTING
-                and known.text == text
                 and known.facts == (("awaiting", awaiting),)
             ):
-                return known
+                return known  # only here is such a reason made, its text from these facts
+            text = f"waiting for preempted jobs to stop: {', '.join(awaiting)}"
             return reason(ReasonKind.PREEMPTING, text, awaiting=awaiting)
         key = (job.node_selector, job.per_task, tasks)
         epoch = self._changes()[0]

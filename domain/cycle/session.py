@@ -224,9 +224,15 @@ class Session:
     def refresh_awaiting(self, job: Job) -> None:
         """Drops from the job's awaited victims those no longer stopping; a preemptor that
         still waits for all of them (most, every cycle) keeps its set as it is."""
-        if not all(self.still_stopping(v) for v in job.awaiting):
-            awaiting = frozenset(v for v in job.awaiting if self.still_stopping(v))
-            self._statement.set(job, "awaiting", awaiting)
+        jobs = self._state.jobs
+        for victim_id in job.awaiting:  # a loop, not all(): asked of every preemptor, twice
+            victim = jobs.get(victim_id)
+            if victim is None or not victim.stopping:
+                break
+        else:
+            return
+        awaiting = frozenset(v for v in job.awaiting if self.still_stopping(v))
+        self._statement.set(job, "awaiting", awaiting)
 
     # -- commands --------------------------------------------------------------------------
 

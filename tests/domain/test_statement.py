@@ -54,8 +54,12 @@ def canonical(value: Any) -> Any:
 def _check_copies_memo(node: Node) -> None:
     """Every copies count the node remembers is what it would count afresh now."""
     fresh = dataclasses.replace(node, copies_memo={})
-    for per_task, copies in node.copies_memo.items():
-        assert copies == fresh.copies(per_task), (node.id, per_task, copies)
+    for key, copies in node.copies_memo.items():
+        if isinstance(key, tuple):  # a request with the room the job holds here
+            per_task, own_hold, own_devices = key
+            assert copies == fresh.copies(per_task, own_hold, dict(own_devices)), (node.id, key)
+        else:
+            assert copies == fresh.copies(key), (node.id, key, copies)
 
 
 class NeverEnough:
