@@ -98,3 +98,31 @@ def test_fractional_gpus_share_a_device_exactly() -> None:
     cluster.when(1, job("h1", "a", gpu=0.5), job("h2", "a", gpu=0.5), job("h3", "a", gpu=0.5))
     assert [c.job for c in cluster.last] == ["h1", "h2"]
     assert cluster.node_view("n1").free.gpu == 0
+
+
+def test_what_fits_for_a_job_holding_room_is_counted_with_its_own_hold() -> None:
+    # given a node with half its CPU in use, two jobs kept pending by their queue's CPU
+    # limit, and room held for them there: 3 cores for "big", 1 for "small" (CPU alone: no
+    # GPU devices tell the two holds apart)
+    cluster = Cluster()
+    cpu_only = {"gpu": 0, "cpu": 1000, "memory": 0}
+    limited = {"cpu": {"quota": 4000, "limit": 4000}}
+    cluster.given(0, queue("a", resources=limited), node("n1", gpu=0, cpu=8000))
+    cluster.given(1, job("running", "a", resources={"gpu": 0, "cpu": 4000, "memory": 0}))
+    cluster.agents_obey()
+    cluster.given(
+        2, job("big", "a", resources=cpu_only, tasks=3), job("small", "a", resources=cpu_only)
+    )
+    state = cluster.state
+    core = state.jobs["big"].per_task
+    state.hold(state.jobs["big"], "n1", core * 3)
+    state.hold(state.jobs["small"], "n1", core)
+    n1 = state.nodes["n1"]
+
+    def fits_for(job_id: str) -> int:
+        holder = state.jobs[job_id]
+        return n1.copies(core, holder.held["n1"], holder.held_devices.get("n1", {}))
+
+    # when each asks how many one-core tasks fit for it, twice (the second answer remembered)
+    # then each counts its own hold and not the other's: 4 free cores less the other's hold
+    assert [fits_for("big"), fits_for("small"), fits_for("big"), fits_for("small")] == [3, 1, 3, 1]
