@@ -39,6 +39,18 @@ class Stopping:
     devices: tuple[Assignment, ...] = ()  # the stopping tasks' devices (domain/devices.py)
 
 
+class ShapeKey:
+    """A job shape (`Job.shape`) made once and shared by every pending job of that shape
+    (`State.shape_keys`): the cycle's look-alike memo keys on it, and it hashes and compares
+    by identity, so a step over a backlog neither builds nor hashes the shape again."""
+
+    __slots__ = ("__weakref__", "priority", "shape")
+
+    def __init__(self, shape: tuple[object, ...], priority: bool) -> None:
+        self.shape = shape
+        self.priority = priority  # whether the shape holds the job's priority
+
+
 @dataclass(slots=True)
 class Job:
     id: str
@@ -72,6 +84,8 @@ class Job:
     finishing: bool = False  # some tasks of this attempt ended on their own: it no longer grows
     retries: int = 0  # failed attempts started again so far (up to spec.max_retries)
     timed_out: bool = False  # stopped for running its time_limit_s: ends failed, never retried
+    # Its shape's shared key, once a cycle asked for it (Session._shape); not in snapshots.
+    shape_key: ShapeKey | None = field(default=None, repr=False, compare=False)
 
     @property
     def placed_tasks(self) -> int:

@@ -48,10 +48,12 @@ DERIVED_STATE = frozenset(
         "configuration_memo",
         "configuration_changes",
         "failed_plans",
+        "shape_keys",
     }
 )
 DERIVED_QUEUE = frozenset({"quota", "policy", "preemption"})
 DERIVED_NODE = frozenset({"copies_memo"})  # a memo: a loaded node starts without one
+DERIVED_JOB = frozenset({"shape_key"})  # shared keys: a loaded job gets its own when asked
 
 
 class SnapshotError(ValueError):

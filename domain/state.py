@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from weakref import WeakValueDictionary
 
 from domain.dependencies import forget_waiting, release_dependents
 from domain.devices import Assignment, usage
@@ -19,6 +20,7 @@ from domain.entities import (
     Job,
     JobStatus,
     Node,
+    ShapeKey,
     Stopping,
     hold_devices,
     place_on_devices,
@@ -86,6 +88,11 @@ class State:
     # were made at (domain.actions.consolidate). Derived, never saved.
     failed_plans: dict[tuple[object, ...], tuple[int, int, int]] = field(
         default_factory=dict, compare=False
+    )
+    # Every job shape some pending job has, once (entities.ShapeKey); an entry goes with the
+    # last job holding it. Derived, never saved.
+    shape_keys: WeakValueDictionary[tuple[object, ...], ShapeKey] = field(
+        default_factory=WeakValueDictionary, compare=False, repr=False
     )
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
     # Restarted agents' nodes -> the (job, attempt) pairs they run; settled by the next cycle.

@@ -17,7 +17,7 @@ from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, 
 from domain.cycle.reclaim_reasons import reclaim_reason
 from domain.cycle.statement import Statement
 from domain.cycle.victims import VictimSearch
-from domain.entities import NO_JOBS
+from domain.entities import NO_JOBS, ShapeKey
 from domain.nodes import dispatch_details
 from domain.placement import PlacementStrategy, Plan
 from domain.quota_checks import within_quota
@@ -41,7 +41,7 @@ class Session:
         self._memo: dict[str, object] = {}  # per-cycle caches of plug-ins, by plug-in name
         # Per job shape: (lasting changes when a job of that shape was found blocked, the
         # answer then: BLOCKED and why).
-        self._blocked: dict[tuple[object, ...], tuple[int, tuple[Outcome, Reason | None]]] = {}
+        self._blocked: dict[ShapeKey, tuple[int, tuple[Outcome, Reason | None]]] = {}
         # Per queue: whether some preemption rule may read its jobs' priority (kept with the
         # configuration, for these rules: see `_reads_priority`).
         self._priority_read = _priority_reads(state, plugins)
@@ -191,14 +191,24 @@ class Session:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
         return Outcome.BLOCKED, first_reason
 
-    def _shape(self, job: Job) -> tuple[object, ...] | None:
+    def _shape(self, job: Job) -> ShapeKey | None:
         """Everything trying a pending job reads of it (its priority only when some rule
-        may), or None for a job whose try also reads its own history (held room, awaited
-        victims, who displaced it)."""
+        may), as the key all jobs of that shape share; or None for a job whose try also reads
+        its own history (held room, awaited victims, who displaced it)."""
         if job.held or job.awaiting or job.displaced_by or job.status is not _PENDING:
             return None
-        known = self._priority_read.get(job.queue)
-        return job.shape(priority=self._reads_priority(job) if known is None else known)
+        priority = self._priority_read.get(job.queue)
+        if priority is None:
+            priority = self._reads_priority(job)
+        key = job.shape_key
+        if key is None or key.priority is not priority:
+            shape = job.shape(priority=priority)
+            shared = self._state.shape_keys
+            key = shared.get(shape)
+            if key is None:
+                key = shared[shape] = ShapeKey(shape, priority)
+            job.shape_key = key
+        return key
 
     def _reads_priority(self, job: Job) -> bool:
         """Asked once per queue until the configuration changes: a rule's answer reads only
