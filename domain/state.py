@@ -89,8 +89,8 @@ class State:
     failed_plans: dict[tuple[object, ...], tuple[int, int, int]] = field(
         default_factory=dict, compare=False
     )
-    # Every job shape some pending job has, once (entities.ShapeKey); an entry goes with the
-    # last job holding it. Derived, never saved.
+    # Each job shape a cycle asked for, once (entities.ShapeKey, kept on the job); an entry
+    # goes with the last live job holding it. Derived, never saved.
     shape_keys: WeakValueDictionary[tuple[object, ...], ShapeKey] = field(
         default_factory=WeakValueDictionary, compare=False, repr=False
     )

@@ -18,7 +18,7 @@ from domain.reasons import ReasonKind
 from domain.rules.priority import WithinQueuePriority
 from domain.simulation import Simulator
 from domain.state import Job, JobStatus
-from tests.domain.harness import Cluster, job, node, queue
+from tests.domain.harness import Cluster, event, job, node, queue
 from tests.domain.test_preemption_properties import MODULES, queue_line
 
 POLICIES = ["round_robin", "intelligent", "balance", "fifo"]  # most skip a blocked job
@@ -248,3 +248,18 @@ def test_a_preemptor_still_waiting_for_its_victims_changes_nothing_lasting() -> 
     # Then it still waits, and look-alike jobs found blocked before the retry stay known
     assert outcome is Outcome.PREEMPTING
     assert cycle.lasting_changes() == before
+
+
+def test_look_alikes_share_one_shape_key_which_goes_with_the_last_of_them() -> None:
+    cluster = Cluster()
+    cluster.given(0, queue("q", gpu_quota=8, policy={"kind": "round_robin"}), node("n0", gpu=2))
+    cluster.given(0, job("big", "q", gpu=2))
+    cluster.agents_obey()
+
+    cluster.when(1000, *(job(f"j{i}", "q", gpu=1, priority=i + 1) for i in range(4)))
+
+    keys = {id(cluster.state.jobs[f"j{i}"].shape_key) for i in range(4)}
+    assert len(keys) == 1 and None not in keys  # priorities differ, no rule reads them
+    cluster.when(2000, *(event("JobCancelled", job=f"j{i}") for i in range(4)))
+    cluster.finish(3000, "big")
+    assert not cluster.job_ids() and len(cluster.state.shape_keys) == 0
