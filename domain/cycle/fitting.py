@@ -24,6 +24,7 @@ Promised = tuple[dict[str, Resources], dict[str, Resources]]
 # Queue, per-task request (gpu, cpu, memory), tasks, kind: plain values, which hash and
 # compare without a Python call (a `Resources` hashes with one).
 BreachKey = tuple[str, tuple[int, int, int], int, bool, bool]
+NO_LIMIT = (None, None, None)  # QuotaSpec.limit of a queue capped in no resource
 
 
 class Fitter:
@@ -140,6 +141,8 @@ class Fitter:
         # held (zero sums are skipped).
         amount = job.per_task * tasks
         for queue in state.ancestors(job.queue):
+            if queue.quota.limit == NO_LIMIT:
+                continue  # nothing to exceed (most queues: sums saved for every holder's try)
             promised = subtree.get(queue.id, ZERO)
             if mine is not ZERO:
                 promised = promised - mine
