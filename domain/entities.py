@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from weakref import WeakValueDictionary
 
 from domain.devices import NONE, Assignment, NodeDevices, usage
 from domain.events import Device, JobSubmitted
@@ -49,6 +50,14 @@ class ShapeKey:
     def __init__(self, shape: tuple[object, ...], priority: bool) -> None:
         self.shape = shape
         self.priority = priority  # whether the shape holds the job's priority
+
+
+class ShapeKeys(WeakValueDictionary[tuple[object, ...], ShapeKey]):
+    """The shared shape keys (`State.shape_keys`): weak values, so a shape goes with its last
+    live job; pickled (projection checkpoints) and copied with the keys the jobs hold."""
+
+    def __reduce__(self) -> tuple[type[ShapeKeys], tuple[dict[tuple[object, ...], ShapeKey]]]:
+        return (ShapeKeys, (dict(self.items()),))
 
 
 @dataclass(slots=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from weakref import WeakValueDictionary
 
 from domain.dependencies import forget_waiting, release_dependents
 from domain.devices import Assignment, usage
@@ -20,7 +19,7 @@ from domain.entities import (
     Job,
     JobStatus,
     Node,
-    ShapeKey,
+    ShapeKeys,
     Stopping,
     hold_devices,
     place_on_devices,
@@ -91,9 +90,7 @@ class State:
     )
     # Each job shape a cycle asked for, once (entities.ShapeKey, kept on the job); an entry
     # goes with the last live job holding it. Derived, never saved.
-    shape_keys: WeakValueDictionary[tuple[object, ...], ShapeKey] = field(
-        default_factory=WeakValueDictionary, compare=False, repr=False
-    )
+    shape_keys: ShapeKeys = field(default_factory=ShapeKeys, compare=False, repr=False)
     heartbeat_expiry: list[tuple[int, str]] = field(default_factory=list)  # lazy heap
     # Restarted agents' nodes -> the (job, attempt) pairs they run; settled by the next cycle.
     reconcile_requests: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)

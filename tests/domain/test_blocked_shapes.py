@@ -3,6 +3,7 @@ the reasons are the same as when every job is tried in full."""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 from unittest import mock
 
@@ -260,6 +261,9 @@ def test_look_alikes_share_one_shape_key_which_goes_with_the_last_of_them() -> N
 
     keys = {id(cluster.state.jobs[f"j{i}"].shape_key) for i in range(4)}
     assert len(keys) == 1 and None not in keys  # priorities differ, no rule reads them
+    copied = pickle.loads(pickle.dumps(cluster.state))  # as a projection checkpoint does
+    [key] = {copied.jobs[f"j{i}"].shape_key for i in range(4)}
+    assert copied.shape_keys[key.shape] is key  # still the one shared key
     cluster.when(2000, *(event("JobCancelled", job=f"j{i}") for i in range(4)))
     cluster.finish(3000, "big")
     assert not cluster.job_ids() and len(cluster.state.shape_keys) == 0
