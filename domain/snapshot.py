@@ -53,7 +53,7 @@ DERIVED_STATE = frozenset(
 )
 DERIVED_QUEUE = frozenset({"quota", "policy", "preemption"})
 DERIVED_NODE = frozenset({"copies_memo"})  # a memo: a loaded node starts without one
-DERIVED_JOB = frozenset({"shape_key"})  # shared keys: a loaded job gets its own when asked
+DERIVED_JOB = frozenset({"shape_key"})  # a shared key: a loaded job is given one when asked
 
 
 class SnapshotError(ValueError):

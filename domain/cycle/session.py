@@ -234,10 +234,8 @@ class Session:
     def refresh_awaiting(self, job: Job) -> None:
         """Drops from the job's awaited victims those no longer stopping; a preemptor that
         still waits for all of them (most, every cycle) keeps its set as it is."""
-        jobs = self._state.jobs
         for victim_id in job.awaiting:  # a loop, not all(): asked of every preemptor, twice
-            victim = jobs.get(victim_id)
-            if victim is None or not victim.stopping:
+            if not self.still_stopping(victim_id):
                 break
         else:
             return
