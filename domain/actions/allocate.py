@@ -33,15 +33,24 @@ class Allocate:
         # (fair shares do not change within the action), so an entry keyed at the current
         # epoch is fresh without computing it again.
         keyed_at: dict[str, int] = {}
+        waiting: list[str] = []
         for queue_id in sorted(state.queues):
             queue = state.queues[queue_id]
             if queue.stopped_by is not None or queue.stopped_policy is not None:
                 statement.set(queue, "stopped_by", None)
                 statement.set(queue, "stopped_policy", None)
             if len(queue.pending):
-                heap.append((queue_key(cycle.state, queue_id), queue_id))
+                waiting.append(queue_id)
+        if len(waiting) == 1:
+            # A lone queue is never ranked against another (a requeue with an empty heap
+            # keeps it first), so its key would be computed for nothing.
+            heap.append(((), waiting[0]))
+            keyed_at[waiting[0]] = statement.epoch
+        else:
+            for queue_id in waiting:
+                heap.append((queue_key(state, queue_id), queue_id))
                 keyed_at[queue_id] = statement.epoch
-        heapq.heapify(heap)
+            heapq.heapify(heap)
         cursors: dict[str, tuple[Iterator[Job], QueuePolicy]] = {}
         known_verdict = cycle.known_verdict
         noted: set[str] = set()  # queues whose first blocked job reclaim-again has
