@@ -61,12 +61,20 @@ def run_cycle(state: State, plugins: Plugins = DEFAULT_PLUGINS) -> list[NodeComm
     session = Session(state, plugins, state.seq, state.ts)
     actions = list(plugins.actions)
     actions[0].execute(session)  # settle first: lost nodes change capacity and fair shares
-    if state.fair_share_stale:
+    if state.fair_share_stale and (session.statement.emitted or _ranks_queues(state)):
         fairshare.recompute(state)
     for action in actions[1:]:
         action.execute(session)
     state.needs_cycle = False
     return session.commit()
+
+
+def _ranks_queues(state: State) -> bool:
+    """Whether the cycle's actions may read fair shares: they rank queues with pending jobs
+    (and judge victims by them) and elastic jobs' growth. With neither, and no command from
+    settle (whose Preempts the projections explain with fair shares), the recompute waits
+    for the cycle or reader that needs it (`fairshare.refresh`): its result is the same."""
+    return bool(state.elastic_placed) or any(len(q.pending) for q in state.queues.values())
 
 
 def _nodes_due(state: State) -> bool:

@@ -18,7 +18,16 @@ from domain.fairshare_level import (
 from domain.quota import UNLIMITED
 from domain.state import Queue, State
 
-__all__ = ["OWN", "UNITS", "Claimant", "recompute", "share_level", "water_fill", "whole_units"]
+__all__ = [
+    "OWN",
+    "UNITS",
+    "Claimant",
+    "recompute",
+    "refresh",
+    "share_level",
+    "water_fill",
+    "whole_units",
+]
 
 OWN = ""  # the slot of a queue's own jobs among its children (sorts before any queue id)
 Share = tuple[float, float, float]
@@ -52,6 +61,14 @@ def recompute(state: State, full: bool = False) -> None:
     state.fair_share_dirty.clear()
     state.fair_share_full = False
     state.fair_share_stale = False
+
+
+def refresh(state: State) -> None:
+    """Brings fair shares up to date: a cycle with no pending job, elastic job or command
+    leaves them stale (domain.decider), so a reader outside a cycle (views, gauges,
+    snapshots) calls this first. The result is what recomputing every cycle gives."""
+    if state.fair_share_stale:
+        recompute(state)
 
 
 def _with_ancestors(state: State, dirty: set[str]) -> set[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from domain import fairshare
 from domain.quota import UNLIMITED
 from domain.resources import RESOURCE_NAMES
 from domain.state import JobStatus, State
@@ -31,6 +32,7 @@ def amount(index: int, value: float) -> float:
 
 def state_gauges(state: State) -> list[Family]:
     """Live jobs per queue and status; deserved, fair share, allocated, limit; nodes by state."""
+    fairshare.refresh(state)
     queue_ids = sorted(state.queues)
     pending = dict.fromkeys(queue_ids, 0)
     running = dict.fromkeys(queue_ids, 0)

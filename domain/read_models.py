@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from domain import fairshare
 from domain.resources import Resources
 from domain.state import JobStatus, State
 
@@ -99,6 +100,7 @@ def queue_view(state: State, queue_id: str) -> QueueView | None:
     queue = state.queues.get(queue_id)
     if queue is None:
         return None
+    fairshare.refresh(state)
     return QueueView(
         id=queue.id,
         parent=queue.parent,

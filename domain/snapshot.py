@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from domain import fairshare
 from domain.events import ClusterConfigured, QueueConfigured
 from domain.quota import QuotaSpec
 from domain.snapshot_entities import event_dict as _event
@@ -69,7 +70,10 @@ def digest(body: bytes) -> str:
 
 
 def encode_state(state: State) -> bytes:
-    """The canonical bytes of `state`: equal states (as the fold sees them) give equal bytes."""
+    """The canonical bytes of `state`: equal states (as the fold sees them) give equal bytes.
+    Fair shares are brought up to date first, so the bytes do not depend on whether the last
+    cycles left them to be recomputed when read (domain.decider)."""
+    fairshare.refresh(state)
     document = {
         "format": FORMAT,
         "version": FORMAT_VERSION,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain import fairshare
 from domain.state import Job, Queue, State
 from projections.amounts import queue_numbers, ratio, resources_dict
 from projections.explain import explain_job, pending_jobs
@@ -13,6 +14,7 @@ from projections.view import View
 
 
 def queue_summary(view: View, queue: Queue) -> dict[str, Any]:
+    fairshare.refresh(view.state)
     numbers = queue_numbers(queue)
     return {
         "queue": queue.id,

@@ -290,7 +290,9 @@ class Cycle(CycleView, Protocol):
 
 
 class Action(Protocol):
-    """A step of the cycle, run in registry order."""
+    """A step of the cycle, run in registry order. Fair shares are current in a cycle with a
+    pending or elastic job or a command from settle; an action that reads them in any other
+    cycle calls `fairshare.refresh` first (domain.decider)."""
 
     name: str
 
