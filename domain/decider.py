@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from domain import fairshare
 from domain.acceptance import accept
-from domain.commands import NodeCommand
+from domain.commands import NodeCommand, Preempt
 from domain.cycle.session import Session
 from domain.events import Event, JournalRecord
 from domain.evolve import evolve
@@ -61,20 +61,21 @@ def run_cycle(state: State, plugins: Plugins = DEFAULT_PLUGINS) -> list[NodeComm
     session = Session(state, plugins, state.seq, state.ts)
     actions = list(plugins.actions)
     actions[0].execute(session)  # settle first: lost nodes change capacity and fair shares
-    if state.fair_share_stale and (session.statement.emitted or _ranks_queues(state)):
-        fairshare.recompute(state)
+    if state.fair_share_stale:
+        # Recomputed when first read or before what they depend on first changes
+        # (State.update_fair_shares), so the values are the same as if recomputed here; a
+        # cycle that neither ranks queues nor judges victims (one queue's job placed, nothing
+        # pending) leaves them stale for the next cycle or reader (fairshare.refresh).
+        state.fair_share_due = fairshare.recompute
     for action in actions[1:]:
         action.execute(session)
     state.needs_cycle = False
-    return session.commit()
-
-
-def _ranks_queues(state: State) -> bool:
-    """Whether the cycle's actions may read fair shares: they rank queues with pending jobs
-    (and judge victims by them) and elastic jobs' growth. With neither, and no command from
-    settle (whose Preempts the projections explain with fair shares), the recompute waits
-    for the cycle or reader that needs it (`fairshare.refresh`): its result is the same."""
-    return bool(state.elastic_placed) or any(len(q.pending) for q in state.queues.values())
+    commands = session.commit()
+    if state.fair_share_due is not None:
+        if any(type(command) is Preempt for command in commands):
+            state.update_fair_shares()  # the projections explain each Preempt with them
+        state.fair_share_due = None
+    return commands
 
 
 def _nodes_due(state: State) -> bool:

@@ -64,9 +64,9 @@ def recompute(state: State, full: bool = False) -> None:
 
 
 def refresh(state: State) -> None:
-    """Brings fair shares up to date: a cycle with no pending job, elastic job or command
-    leaves them stale (domain.decider), so a reader outside a cycle (views, gauges,
-    snapshots) calls this first. The result is what recomputing every cycle gives."""
+    """Brings fair shares up to date: a cycle that reads none leaves them stale
+    (domain.decider), so a reader outside a cycle (views, gauges, snapshots) calls this
+    first. The result is what recomputing every cycle gives."""
     if state.fair_share_stale:
         recompute(state)
 

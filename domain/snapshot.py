@@ -45,6 +45,7 @@ DERIVED_STATE = frozenset(
         "node_index",
         "timer_set",
         "fair_share_levels",
+        "fair_share_due",
         "hold_changes",
         "configuration_memo",
         "configuration_changes",

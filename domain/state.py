@@ -8,7 +8,7 @@ consistent and can be undone exactly by a statement's rollback.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from domain.dependencies import forget_waiting, release_dependents
@@ -66,6 +66,9 @@ class State:
     # Levels of the tree last served in full, by parent (None: the top level): derived by
     # domain.fairshare, never written to a snapshot (a restored state shares every level anew).
     fair_share_levels: dict[str | None, LevelMemo] = field(default_factory=dict)
+    # The recompute a cycle deferred to the first read of fair shares or the first change to
+    # what they depend on (domain.decider); None outside a cycle.
+    fair_share_due: Callable[[State], None] | None = None
     timers: list[tuple[int, str, str]] = field(default_factory=list)  # (due ts, kind, id) heap
     timer_set: set[tuple[int, str, str]] = field(default_factory=set)  # what `timers` holds
     freed: int = 0  # bumped whenever some node's free capacity may have grown (no-room memo)
@@ -305,7 +308,16 @@ class State:
         job.blocked_since = None  # a later requeue starts a fresh blocked period
         job.pending_reason = None
 
+    def update_fair_shares(self) -> None:
+        """Runs the recompute the cycle deferred, if it has not yet: called before fair
+        shares are read, or what they depend on changes, within a cycle."""
+        due = self.fair_share_due
+        if due is not None:
+            self.fair_share_due = None
+            due(self)
+
     def add_demand(self, job: Job) -> None:
+        self.update_fair_shares()
         queue = self.queues[job.queue]
         queue.demand = queue.demand + job.request
         queue.jobs += 1
@@ -314,6 +326,7 @@ class State:
 
     def end(self, job: Job, status: JobStatus) -> None:
         """The job is over: it leaves its queue's demand, its holds and the live job table."""
+        self.update_fair_shares()
         queue = self.queues[job.queue]
         if job.id in self.waiting:
             forget_waiting(self, job.id)

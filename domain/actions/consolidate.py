@@ -62,6 +62,7 @@ def free_room(state: State, job: Job) -> Resources:
 
 def within_fair_share(state: State, job: Job, request: Resources) -> bool:
     """Whether the job's queue (its own jobs' slot) stays within its fair share with the job."""
+    state.update_fair_shares()
     queue = state.queues[job.queue]
     used = (queue.allocated + request).as_tuple()
     for asked, total, share in zip(request.as_tuple(), used, queue.own_fair_share, strict=True):

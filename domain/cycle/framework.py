@@ -290,9 +290,9 @@ class Cycle(CycleView, Protocol):
 
 
 class Action(Protocol):
-    """A step of the cycle, run in registry order. Fair shares are current in a cycle with a
-    pending or elastic job or a command from settle; an action that reads them in any other
-    cycle calls `fairshare.refresh` first (domain.decider)."""
+    """A step of the cycle, run in registry order. The cycle's fair shares are recomputed on
+    first use: an action calls `state.update_fair_shares()` before it reads a queue's fair
+    share or capped demand (domain.decider)."""
 
     name: str
 

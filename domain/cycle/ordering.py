@@ -35,6 +35,7 @@ def deprivation(allocated: tuple[int, int, int], share: tuple[float, float, floa
 def queue_key(state: State, queue_id: str) -> QueueKey:
     """Hierarchical order: most deprived top-level queue first, then down its tree; the
     queue's own jobs compete with its children as one more child."""
+    state.update_fair_shares()
     path = list(state.ancestors(queue_id))
     key: list[tuple[float, int, str]] = []
     for queue in reversed(path):

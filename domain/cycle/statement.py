@@ -170,6 +170,7 @@ class Statement:
         """The node is gone: its capacity leaves the cluster (its tasks were released)."""
         self._final()
         state = self._state
+        state.update_fair_shares()
         node = state.nodes[node_id]
         node.lost = True
         state.capacity = state.capacity - node.capacity

@@ -106,6 +106,7 @@ _Admissions = _WhileUsagesStand[bool]
 
 def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
     """What the entity has committed (allocated, less stopping, plus held) and its fair share."""
+    cycle.state.update_fair_shares()
     usages = cycle.memo("reclaim_usage", _Usages)
     queue, own = entity
     return usages.get(cycle, (queue.id, own), lambda: _usage_now(cycle, entity))

@@ -213,9 +213,9 @@ def assert_full_equals_incremental(state: State) -> None:
 
 
 def test_shares_left_stale_by_a_cycle_with_nothing_pending_are_current_in_the_view() -> None:
-    """A finish that leaves no job pending and no elastic job has nothing ranked by fair
-    share, so its cycle leaves them to be recomputed when read: the view shows what a
-    recompute gives, the queue that shrank its demand included."""
+    """A finish that leaves no job pending: its cycle reads no fair share, so it leaves them
+    to be recomputed when read, and the view shows what a recompute gives, the queue that
+    shrank its demand included."""
     cluster = Cluster()
     cluster.given(0, gpu_queue("a", 3, weight=2), gpu_queue("b", 1), node("n1", gpu=8))
     cluster.given(1, *pending("a", "a", 5), *pending("b", "b", 2))

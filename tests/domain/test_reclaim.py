@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from domain import fairshare
 from domain.commands import NodeCommand
 from domain.cycle.session import Session
 from domain.decider import apply
 from domain.events import Event
-from domain.plugins import DEFAULT_PLUGINS
+from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.reasons import ReasonKind
 from domain.rules.reclaim import Reclaim
 from tests.domain.harness import Cluster, event, job, node
@@ -46,6 +50,31 @@ def test_a_queue_below_its_deserved_quota_reclaims_from_one_above_its_fair_share
     issued = settle(cluster, 2)
     assert {reason for _, reason, _ in preempts(issued)} == {"reclaim"}
     assert {by for _, _, by in preempts(issued)} == {"a0", "a1"}
+    assert (gpus(cluster, "a"), gpus(cluster, "b")) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    "plugins",
+    [DEFAULT_PLUGINS, dataclasses.replace(DEFAULT_PLUGINS, resolvers=())],
+    ids=["default", "no consolidation"],
+)
+def test_the_only_waiting_queue_reclaims_by_the_fair_shares_its_submission_changed(
+    plugins: Plugins,
+) -> None:
+    """Nothing else waits, so no queue is ranked; the submission that makes a wait also
+    lowers b's fair share from 4 to 2 in that very cycle, and reclaim judges b by 2, with
+    or without consolidation looking at the shares first."""
+    cluster = Cluster(plugins)
+    cluster.given(0, gpu_queue("a", 2), gpu_queue("b", 2), node("n1", gpu=4))
+    cluster.given(1, *[job(f"b{i}", "b") for i in range(4)])
+    settle(cluster, 1)
+    assert (gpus(cluster, "b"), cluster.queue_view("b").fair_share[0] / 1000) == (4, 4)
+    issued = cluster.when(2, job("a0", "a"), job("a1", "a"))
+    assert {(reason, by) for _, reason, by in preempts(issued)} == {
+        ("reclaim", "a0"),
+        ("reclaim", "a1"),
+    }
+    settle(cluster, 2)
     assert (gpus(cluster, "a"), gpus(cluster, "b")) == (2, 2)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from projections.explain import PREEMPTION_RULES, explain_at, explain_job, pending_jobs, render
+from projections.read_models import queue_summary
 from tests.domain.harness import event, job, node
 from tests.projections.journal import Journal
 
@@ -238,3 +239,25 @@ def test_cancel_and_node_loss_are_explained_without_a_preemptor() -> None:
         text = " ".join(explained.get("preemptions", [])) + " " + explained["summary"]
         assert f"reason {reason!r}" in text
         assert PREEMPTION_RULES[reason] in text
+
+
+def test_a_cancel_is_explained_with_the_fair_shares_of_its_own_cycle() -> None:
+    """The stop of a cancelled job comes from a cycle with nothing pending, in the group
+    where another of the queue's jobs finished: its numbers are that cycle's (a's fair
+    share without the finished job), not the last ones a view brought up to date."""
+    j = Journal()
+    j.at(1, queue("a", 2), queue("b", 2), node("n1", gpu=4))
+    j.at(2, *[job(f"a{i}", "a") for i in range(3)])
+    settle(j, 2)
+    before = queue_summary(j.view, j.view.state.queues["a"])["resources"]["gpu"]
+    assert (before["fair_share"], before["allocated"]) == (3, 3)
+    finished = j.view.state.jobs["a1"]
+    j.at(
+        10,
+        event("JobCancelled", job="a0"),
+        event("JobFinished", job="a1", node="n1", attempt=finished.attempt, outcome="succeeded"),
+    )
+    assert [(c.job, c.reason) for c in j.last if c.type == "Preempt"] == [("a0", "cancelled")]
+    [entry] = [e for e in j.view.timelines["a0"] if e["event"] == "preempted"]
+    gpu_a = entry["context"]["victim_queue"]["resources"]["gpu"]
+    assert (gpu_a["fair_share"], gpu_a["allocated"]) == (2, 2)
