@@ -41,16 +41,13 @@ class Allocate:
                 statement.set(queue, "stopped_policy", None)
             if len(queue.pending):
                 waiting.append(queue_id)
-        if len(waiting) == 1:
-            # A lone queue is never ranked against another (a requeue with an empty heap
-            # keeps it first), so its key would be computed for nothing.
-            heap.append(((), waiting[0]))
-            keyed_at[waiting[0]] = statement.epoch
-        else:
-            for queue_id in waiting:
-                heap.append((queue_key(state, queue_id), queue_id))
-                keyed_at[queue_id] = statement.epoch
-            heapq.heapify(heap)
+        # A lone queue is never ranked against another (a requeue with an empty heap keeps
+        # it first), so its key is not computed.
+        lone = len(waiting) == 1
+        for queue_id in waiting:
+            heap.append((() if lone else queue_key(state, queue_id), queue_id))
+            keyed_at[queue_id] = statement.epoch
+        heapq.heapify(heap)
         cursors: dict[str, tuple[Iterator[Job], QueuePolicy]] = {}
         known_verdict = cycle.known_verdict
         noted: set[str] = set()  # queues whose first blocked job reclaim-again has

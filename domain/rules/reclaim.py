@@ -106,7 +106,6 @@ _Admissions = _WhileUsagesStand[bool]
 
 def _usage(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
     """What the entity has committed (allocated, less stopping, plus held) and its fair share."""
-    cycle.state.update_fair_shares()
     usages = cycle.memo("reclaim_usage", _Usages)
     queue, own = entity
     return usages.get(cycle, (queue.id, own), lambda: _usage_now(cycle, entity))
@@ -135,6 +134,9 @@ def cached_admission(
 
 
 def _usage_now(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
+    # The cycle's first read of fair shares may be here; the memo above is the cycle's own,
+    # so a cached usage (and the capped demand read beside it) was read after this ran.
+    cycle.state.update_fair_shares()
     queue, own = entity
     flight = in_flight(cycle)
     if own:
