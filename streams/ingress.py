@@ -8,19 +8,21 @@ sequencer then journals, rejects or only notes is streams/transaction.py's busin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aiokafka import ConsumerRecord
 
 from domain.codec import DecodeError, decode_ingress
 from domain.decider import accept
-from domain.events import Event
+from domain.events import Event, NodeHeartbeat
+from domain.liveness import changes_view
 from domain.state import State
 from domain.teams import team_refusal
-from streams.batch import CoreFailure, InputKey
-from streams.topics import JOBS
+from streams.batch import CoreFailure, InputKey, key_of
+from streams.topics import JOBS, NODES
 
-__all__ = ["Admission", "admit"]
+__all__ = ["Admission", "admit", "quiet_heartbeats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +52,23 @@ def admit(
         return Admission(None, str(exc), "invalid")
     except Exception as exc:
         raise CoreFailure(key, exc) from exc
+
+
+def quiet_heartbeats(
+    state: State, records: Sequence[ConsumerRecord[bytes, bytes]], nodes_topic: str
+) -> list[NodeHeartbeat] | None:
+    """The batch's heartbeats when every record is an admitted heartbeat (from `nodes_topic`)
+    that changes nothing the core sees but time (domain/liveness.py); else None. Noting one
+    changes no state, so each is admitted against the same state as in sequence."""
+    heard: list[NodeHeartbeat] = []
+    for record in records:
+        if record.topic != nodes_topic:
+            return None
+        admission = admit(state, record, NODES, None, key_of(record))
+        event = admission.event
+        if admission.reason is not None or not isinstance(event, NodeHeartbeat):
+            return None
+        if changes_view(state, event):
+            return None
+        heard.append(event)
+    return heard

@@ -17,15 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
-from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import ProducerFenced
-from aiokafka.structs import OffsetAndMetadata
 
 from domain.codec import encode_journaled
 from domain.decider import apply, close_group
 from domain.events import Event, NodeHeartbeat, NodesAlive, Tick
 from domain.limits import REASON_CHARS_MAX, clip
-from domain.liveness import next_due_ts
 from domain.plugins import Plugins
 from domain.state import State
 from streams.batch import (
@@ -40,7 +38,6 @@ from streams.batch import (
     command_bytes_or_fail,
     is_fatal,
     key_of,
-    next_offsets,
     where,
     where_key,
 )
@@ -49,6 +46,7 @@ from streams.kafka_io import Topics, transactional_producer
 from streams.liveness import LivenessTracker
 from streams.metrics import SchedulerMonitor
 from streams.outbox import Outbox
+from streams.quiet import QuietBatches
 from streams.records import (
     PRODUCER_STATE_ERRORS,
     RECORD_REFUSALS,
@@ -66,7 +64,7 @@ log = logging.getLogger("quotaflow.scheduler")
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
 
-class BatchTransactions:
+class BatchTransactions(QuietBatches):
     """Sequencing inside transactions; the scheduler provides the state, clients and recovery."""
 
     bootstrap: str
@@ -83,9 +81,6 @@ class BatchTransactions:
     _key: bytes
     _producer: AIOKafkaProducer | None
     _team_topics: dict[str, tuple[str, str]]
-    _last_commit_ms: int
-    _due: tuple[State, int, int | None] | None = None  # the state, its seq, its next_due_ts
-    _deferred: dict[TopicPartition, OffsetAndMetadata]  # read, not yet committed (writing nothing)
 
     if TYPE_CHECKING:  # provided by the scheduler and by Recovery
 
@@ -100,7 +95,7 @@ class BatchTransactions:
         while queue:
             batch = queue.pop(0)
             try:
-                outcome = await self._transact(batch, poisoned)
+                outcome = self._note_quiet(batch, poisoned) or await self._transact(batch, poisoned)
             except CoreFailure as failure:
                 log.exception("internal error applying %s; rejecting it", where_key(failure.key))
                 poisoned[failure.key] = f"internal error: {clip(repr(failure.error))}"
@@ -247,34 +242,6 @@ class BatchTransactions:
             outcome.commands,
         )
         return outcome
-
-    def _offsets_to_commit(
-        self, inputs: Sequence[Record], wrote: bool
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The offsets this transaction commits: those of its inputs and of earlier batches
-        that wrote nothing, or none when this one writes nothing either and the last commit
-        is younger than tick_ms.
-
-        A batch of heartbeats that change nothing the core sees writes no record, so a
-        transaction of its own would only move the offsets past them (three requests to the
-        broker). Deferring that to the next transaction that writes, or to tick_ms, loses
-        nothing: re-read after a restart, such heartbeats are noted again, as if read late.
-        A commit at least every tick_ms keeps a fenced scheduler finding out that soon."""
-        for tp, offset in next_offsets(inputs).items():
-            known = self._deferred.get(tp)
-            if known is None or known.offset < offset.offset:
-                self._deferred[tp] = offset
-        if not wrote and self.clock() - self._last_commit_ms < self.state.cluster.tick_ms:
-            return {}
-        return dict(self._deferred)
-
-    def _core_due(self) -> int | None:
-        """`next_due_ts` of the state (it reads every node), computed once per state version:
-        anything that changes the state changes its object or its seq, or closes a group."""
-        state = self.state
-        if self._due is None or self._due[0] is not state or self._due[1] != state.seq:
-            self._due = (state, state.seq, next_due_ts(state))
-        return self._due[2]
 
     async def _restart_producer(self) -> None:
         old = self._producer

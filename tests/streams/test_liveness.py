@@ -102,3 +102,54 @@ async def test_no_tick_is_journaled_while_no_timer_is_due(kafka_bootstrap: str) 
     assert [r.event.type for r in journal] == ["ClusterConfigured", "QueueConfigured"]
     report = await replay(kafka_bootstrap, topics.prefix, cluster)
     assert report.ok, report.summary()
+
+
+async def test_quiet_heartbeats_take_no_transaction_and_their_offsets_ride_the_next(
+    kafka_bootstrap: str,
+) -> None:
+    topics = await make_topics(kafka_bootstrap)
+    cluster = "c-" + uuid.uuid4().hex[:6]
+    # A long tick_ms: the offsets of inputs that write nothing may wait that long.
+    config = {"type": "ClusterConfigured", "tick_ms": 60_000, "heartbeat_timeout_s": 600}
+    queue = {"type": "QueueConfigured", "queue": "research", "resources": {"gpu": {"quota": 8}}}
+    await produce(kafka_bootstrap, topics.admin, [config, queue])
+    async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
+        await produce(kafka_bootstrap, topics.nodes, [beat("node-a")], key="node-a")
+        await wait_journaled(
+            kafka_bootstrap, topics, cluster, lambda r: r.event.type == "NodeHeartbeat"
+        )
+        # A spy on the real producer: every transaction the scheduler begins from here on.
+        producer = scheduler._require_producer()
+        begin = producer.transaction
+        began: list[int] = []
+
+        def counted() -> Any:
+            began.append(scheduler.state.seq)
+            return begin()
+
+        producer.transaction = counted  # type: ignore[method-assign]
+        await produce(kafka_bootstrap, topics.nodes, [beat("node-a")] * 3, key="node-a")
+
+        async def heard() -> bool:
+            return "node-a" in scheduler.liveness.heard
+
+        await wait_for(heard, "the quiet heartbeats noted")
+        await asyncio.sleep(1)  # and any of the three read in a later batch
+        assert began == [], "quiet heartbeats began a transaction"
+
+        await produce(kafka_bootstrap, topics.jobs, [job("job-1", gpu=1)], key="job-1")
+        await wait_journaled(
+            kafka_bootstrap, topics, cluster, lambda r: r.event.type == "JobSubmitted"
+        )
+        assert began, "the job's batch began no transaction"
+        consumer, partitions = scheduler.ingress_reader()
+        assert consumer is not None
+        nodes = [tp for tp in partitions if tp.topic == topics.nodes]
+        committed = {tp: await consumer.committed(tp) for tp in nodes}
+        # The job's transaction committed the heartbeats' offsets too: all four were read.
+        assert sum(offset or 0 for offset in committed.values()) == 4
+
+    journal = await journal_of(kafka_bootstrap, topics, cluster)
+    assert [r.event.type for r in journal].count("NodeHeartbeat") == 1
+    report = await replay(kafka_bootstrap, topics.prefix, cluster)
+    assert report.ok, report.summary()
