@@ -221,6 +221,8 @@ class Scheduler(Recovery, BatchTransactions):
                 outcome = await self._tick()
         if outcome is None and self.clock() - self._last_commit_ms >= self.state.cluster.tick_ms:
             await self._confirm_epoch()
+        if self._snapshot_owed is not None:
+            await self.write_owed_snapshot()
         self.collector.after_step()
         return outcome
 

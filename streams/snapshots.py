@@ -130,7 +130,8 @@ def manifest_cluster(key: bytes | None) -> str | None:
 
 
 class SnapshotWriter:
-    """Decides when a snapshot is due and sends one inside the caller's open transaction."""
+    """Decides when a snapshot is due and sends one inside the caller's open transaction
+    (the scheduler opens one for it right after the batch that made it due)."""
 
     def __init__(
         self,
@@ -151,6 +152,8 @@ class SnapshotWriter:
         self._sent: Manifest | None = None  # sent in the open transaction, not yet committed
         self.cost_s = 0.0  # CPU seconds the last snapshot took to encode
         self.work_s = 0.0  # CPU seconds of committed batches since the last snapshot
+        # After a snapshot Kafka refused: none due before this seq, nor before this time.
+        self._retry_seq, self._retry_at = 0, 0
 
     @property
     def enabled(self) -> bool:
@@ -164,8 +167,8 @@ class SnapshotWriter:
         if not self.enabled:
             return False
         covered = self.last.seq if self.last is not None else 0
-        if seq <= covered:
-            return False
+        if seq <= covered or (seq < self._retry_seq and now < self._retry_at):
+            return False  # nothing new, or a refused one is retried a cadence later
         if now - self.last_at >= self.every_ms:
             return True
         if seq - covered < self.every_records:
@@ -232,5 +235,10 @@ class SnapshotWriter:
             self.last, self._sent, self.last_at = self._sent, None, now
             self.work_s = 0.0
 
-    def aborted(self) -> None:
+    def failed(self, seq: int, now: int) -> None:
+        """Kafka refused the snapshot at `seq`: the next is due a cadence later (records or
+        seconds), so a topic that refuses every snapshot costs one try per cadence, not one
+        per batch."""
         self._sent = None
+        self._retry_seq = seq + max(1, self.every_records)
+        self._retry_at = now + self.every_ms

@@ -81,6 +81,7 @@ class BatchTransactions(QuietBatches):
     _key: bytes
     _producer: AIOKafkaProducer | None
     _team_topics: dict[str, tuple[str, str]]
+    _snapshot_owed: tuple[int, int] | None = None  # (seq, journal offset) a commit made due
 
     if TYPE_CHECKING:  # provided by the scheduler and by Recovery
 
@@ -155,6 +156,7 @@ class BatchTransactions(QuietBatches):
         alive: list[NodesAlive] = []
         started, cpu_started = time.perf_counter(), time.process_time()
         cycle_s = 0.0
+        owed, journal_offset = False, None
         try:
             async with producer.transaction():
                 # Nodes heard since their last journaled heartbeat go first, when the core
@@ -185,13 +187,14 @@ class BatchTransactions(QuietBatches):
                 await sent.flush()
                 outcome.commands = len(commands)
                 self.snapshots.worked(time.process_time() - cpu_started)
-                if outcome.journaled and self.snapshots.due(self.state.seq, self.clock()):
-                    await self._snapshot(journal)
+                owed = outcome.journaled > 0 and self.snapshots.due(self.state.seq, self.clock())
                 wrote = outcome.wrote or tick
                 offsets = self._offsets_to_commit(inputs, wrote)
                 if offsets:
                     await producer.send_offsets_to_transaction(offsets, self.group_id)
                 await asyncio.gather(*pending.futures)
+                if owed:  # the snapshot follows the commit: `write_owed_snapshot`
+                    journal_offset = await journal.last_offset()  # acknowledged: no wait
         except (CoreFailure, CycleFailure):
             raise
         except ProducerFenced as exc:
@@ -220,7 +223,8 @@ class BatchTransactions(QuietBatches):
         if offsets:
             self._deferred.clear()
         self.liveness.committed(self.state, alive)
-        self.snapshots.committed(self.clock())
+        if owed and journal_offset is not None:
+            self._snapshot_owed = (self.state.seq, journal_offset)
         outcome.last_seq = self.state.seq
         if self.monitor is not None:
             self.monitor.committed(
@@ -253,12 +257,29 @@ class BatchTransactions(QuietBatches):
         await producer.start()
         self._producer = producer
 
-    async def _snapshot(self, journal: Outbox) -> None:
-        """The state after this batch's cycle, in this batch's transaction (so never ahead)."""
-        offset = await journal.last_offset()
-        if offset is None:
+    async def write_owed_snapshot(self) -> None:
+        """The snapshot a committed batch made due, in a transaction of its own right after
+        it: the state is the one that batch committed (nothing was applied since), so the
+        snapshot is never ahead of the journal, and the batch's commands reach the agents
+        without waiting for its encoding. A snapshot Kafka refuses costs the snapshot only."""
+        owed, self._snapshot_owed = self._snapshot_owed, None
+        if owed is None or owed[0] != self.state.seq:
             return
-        await self.snapshots.write(self._require_producer(), self.state, offset)
+        producer = self._require_producer()
+        try:
+            async with producer.transaction():
+                await self.snapshots.write(producer, self.state, owed[1])
+        except ProducerFenced as exc:
+            raise SchedulerFenced(str(exc)) from exc
+        except Exception as exc:
+            if is_fatal(producer):
+                raise SchedulerFenced(repr(exc)) from exc
+            self.snapshots.failed(self.state.seq, self.clock())
+            log.warning("snapshot at seq %d not written: %s", owed[0], describe(exc))
+            if isinstance(exc, (*RECORD_REFUSALS, *PRODUCER_STATE_ERRORS)):
+                await self._restart_producer()  # as after a refused batch: a new epoch
+            return
+        self.snapshots.committed(self.clock())
 
     async def _sequence_one(
         self,

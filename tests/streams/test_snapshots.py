@@ -1,4 +1,4 @@
-"""Snapshots against a real broker: written with their batch, loaded on start, passed over when bad."""
+"""Snapshots against a real broker: written after their batch, loaded on start, passed over when bad."""
 
 from __future__ import annotations
 
@@ -175,3 +175,42 @@ async def test_a_state_that_does_not_encode_costs_the_snapshot_not_the_batch(
         await seed_cluster(kafka_bootstrap, topics, cluster)  # both inputs journaled
     assert await read_snapshots(kafka_bootstrap, topics.snapshots, cluster) == []
     assert "not written: the state did not encode" in caplog.text
+
+
+async def test_a_snapshot_kafka_refuses_costs_the_snapshot_not_the_batch(
+    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from streams.topic_admin import TOPIC_CONFIGS, admin_client
+    from streams.topics import SNAPSHOTS
+
+    topics = await make_topics(kafka_bootstrap)
+    cluster = "c-" + uuid.uuid4().hex[:6]
+    # Every snapshot chunk is now too large for the broker, commit markers are not (the other
+    # settings as the scheduler wants them: this request replaces them all).
+    settings = {**TOPIC_CONFIGS[SNAPSHOTS], "max.message.bytes": "200"}
+    admin = admin_client(kafka_bootstrap)
+    await admin.start()
+    try:
+        await admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topics.snapshots, settings)]
+        )
+    finally:
+        await admin.close()
+    caplog.set_level(logging.INFO)
+    async with scheduler_with_snapshots(kafka_bootstrap, topics, cluster, every=1):
+        await seed_cluster(kafka_bootstrap, topics, cluster)
+        await produce(kafka_bootstrap, topics.jobs, [job("job-1")], key="job-1")
+
+        async def dispatched() -> bool:
+            raw = await read_to_end(kafka_bootstrap, topics.commands)
+            return any(orjson.loads(r.value)["type"] == "Dispatch" for r in raw[topics.commands])
+
+        await wait_for(dispatched, "job-1 dispatched")
+    rejected = await read_to_end(kafka_bootstrap, topics.rejected)
+    assert rejected[topics.rejected] == []  # no input paid for the refused snapshots
+    types = [r.event.type for r in await read_journal(kafka_bootstrap, topics.prefix, cluster)]
+    assert types == ["QueueConfigured", "NodeHeartbeat", "JobSubmitted"]
+    assert await read_snapshots(kafka_bootstrap, topics.snapshots, cluster) == []
+    assert "not written" in caplog.text
