@@ -17,7 +17,7 @@ from streams.kafka_io import Topics, idempotent_producer, read_to_end
 from streams.replay import read_journal, replay
 from streams.replay_sources import read_snapshots
 from streams.sequencer import Scheduler
-from streams.snapshots import Manifest, manifest_key
+from streams.snapshots import Manifest, SnapshotWriter, manifest_key
 from tests.streams.test_sequencer import (
     WAIT_S,
     job,
@@ -214,3 +214,12 @@ async def test_a_snapshot_kafka_refuses_costs_the_snapshot_not_the_batch(
     assert types == ["QueueConfigured", "NodeHeartbeat", "JobSubmitted"]
     assert await read_snapshots(kafka_bootstrap, topics.snapshots, cluster) == []
     assert "not written" in caplog.text
+
+
+def test_after_a_refused_snapshot_the_next_is_due_a_cadence_later() -> None:
+    writer = SnapshotWriter("snapshots", "c", every_records=10, every_seconds=60, clock=lambda: 0)
+    assert writer.due(12, 1_000)
+    writer.failed(12, 1_000)
+    assert not writer.due(13, 1_001)  # a refused snapshot is not retried at the next batch
+    assert writer.due(22, 1_001)  # but after another every_records
+    assert writer.due(13, 61_000)  # or every_seconds
