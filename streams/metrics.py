@@ -112,6 +112,12 @@ class SchedulerMonitor:
         self.preemptions = Counter(
             "quotaflow_preemptions", "Preempt commands sent", ["reason"], registry=r
         )
+        self.snapshots = Counter(
+            "quotaflow_snapshots",
+            "State snapshots the scheduler tried to write, by outcome (written, refused, unencodable)",
+            ["outcome"],
+            registry=r,
+        )
         self.rejections = Counter(
             "quotaflow_rejections",
             "Inputs refused (sent to quotaflow.rejected)",

@@ -268,7 +268,7 @@ class BatchTransactions(QuietBatches):
         producer = self._require_producer()
         try:
             async with producer.transaction():
-                await self.snapshots.write(producer, self.state, owed[1])
+                written = await self.snapshots.write(producer, self.state, owed[1])
         except ProducerFenced as exc:
             raise SchedulerFenced(str(exc)) from exc
         except Exception as exc:
@@ -276,10 +276,14 @@ class BatchTransactions(QuietBatches):
                 raise SchedulerFenced(repr(exc)) from exc
             self.snapshots.failed(self.state.seq, self.clock())
             log.warning("snapshot at seq %d not written: %s", owed[0], describe(exc))
+            if self.monitor is not None:
+                self.monitor.snapshots.labels("refused").inc()
             if isinstance(exc, (*RECORD_REFUSALS, *PRODUCER_STATE_ERRORS)):
                 await self._restart_producer()  # as after a refused batch: a new epoch
             return
         self.snapshots.committed(self.clock())
+        if self.monitor is not None:  # a state that does not encode is logged by the writer
+            self.monitor.snapshots.labels("written" if written else "unencodable").inc()
 
     async def _sequence_one(
         self,

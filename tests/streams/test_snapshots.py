@@ -14,6 +14,7 @@ import pytest
 from domain.decider import close_group, fold, initial_state
 from domain.snapshot import encode_state
 from streams.kafka_io import Topics, idempotent_producer, read_to_end
+from streams.metrics import SchedulerMonitor
 from streams.replay import read_journal, replay
 from streams.replay_sources import read_snapshots
 from streams.sequencer import Scheduler
@@ -31,9 +32,15 @@ from tests.streams.test_sequencer import (
 
 @contextlib.asynccontextmanager
 async def scheduler_with_snapshots(
-    bootstrap: str, topics: Topics, cluster: str, every: int = 2
+    bootstrap: str,
+    topics: Topics,
+    cluster: str,
+    every: int = 2,
+    monitor: SchedulerMonitor | None = None,
 ) -> AsyncIterator[Scheduler]:
-    scheduler = Scheduler(bootstrap, cluster, topics.prefix, snapshot_records=every)
+    scheduler = Scheduler(
+        bootstrap, cluster, topics.prefix, snapshot_records=every, monitor=monitor
+    )
     stop = asyncio.Event()
     task = asyncio.create_task(scheduler.run(stop))
     try:
@@ -199,7 +206,8 @@ async def test_a_snapshot_kafka_refuses_costs_the_snapshot_not_the_batch(
     finally:
         await admin.close()
     caplog.set_level(logging.INFO)
-    async with scheduler_with_snapshots(kafka_bootstrap, topics, cluster, every=1):
+    monitor = SchedulerMonitor(cluster)
+    async with scheduler_with_snapshots(kafka_bootstrap, topics, cluster, 1, monitor):
         await seed_cluster(kafka_bootstrap, topics, cluster)
         await produce(kafka_bootstrap, topics.jobs, [job("job-1")], key="job-1")
 
@@ -214,6 +222,9 @@ async def test_a_snapshot_kafka_refuses_costs_the_snapshot_not_the_batch(
     assert types == ["QueueConfigured", "NodeHeartbeat", "JobSubmitted"]
     assert await read_snapshots(kafka_bootstrap, topics.snapshots, cluster) == []
     assert "not written" in caplog.text
+    snapshots = "quotaflow_snapshots_total"
+    assert (monitor.registry.get_sample_value(snapshots, {"outcome": "refused"}) or 0) >= 1
+    assert monitor.registry.get_sample_value(snapshots, {"outcome": "written"}) is None
 
 
 def test_after_a_refused_snapshot_the_next_is_due_a_cadence_later() -> None:

@@ -54,6 +54,7 @@ async def test_liveness_says_up_then_stopped_and_metrics_count_what_happened(
         assert s[("quotaflow_dispatches_total", (("reason", "quota"),))] == 1
         assert s[("quotaflow_queue_jobs", (("queue", "research"), ("status", "running")))] == 1
         assert s[("quotaflow_snapshot_age_seconds", ())] >= 0  # snapshots every record here
+        assert s[("quotaflow_snapshots_total", (("outcome", "written"),))] >= 1
         assert s[("quotaflow_journal_records_total", (("kind", "event"),))] == 3
 
         async def up() -> dict | None:
