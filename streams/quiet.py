@@ -52,13 +52,18 @@ class QuietBatches:
         heard = quiet_heartbeats(state, inputs, self.topics.nodes)
         if heard is None:
             return None
-        ts = max(self.clock(), state.ts + 1)  # as `_transact` would stamp the batch
+        ts = self._batch_ts()
         if self.liveness.due(state, ts, self._core_due()):
             return None  # what was heard goes into the journal first
         for event in heard:
             self.liveness.absorb(state, event, ts)
         self._offsets_to_commit(inputs, wrote=False)  # deferred to the next commit
         return BatchOutcome(ts=ts, heard=len(heard), last_seq=state.seq)
+
+    def _batch_ts(self) -> int:
+        """The ts a batch is stamped with: the clock, but never one already used (a later
+        batch would otherwise join the previous group on replay)."""
+        return max(self.clock(), self.state.ts + 1)
 
     def _offsets_to_commit(
         self, inputs: Sequence[Record], wrote: bool

@@ -148,8 +148,7 @@ class BatchTransactions(QuietBatches):
     ) -> BatchOutcome:
         """One transaction: journal records, rejections, commands and offsets, or none of them."""
         producer = self._require_producer()
-        # Never reuse a ts: a later batch would otherwise join the previous group on replay.
-        ts = max(self.clock(), self.state.ts + 1)
+        ts = self._batch_ts()
         outcome = BatchOutcome(ts=ts)
         pending = Pending()
         journal = Outbox(producer, self.topics.journal, pending)
