@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from functools import singledispatch
 
 from domain.devices import WHOLE
@@ -41,7 +41,14 @@ def accept(
         return (
             f"policy.kind: {event.policy.kind!r} is not a registered queue policy (known: {known})"
         )
-    return _accept(event, state)
+    kind = type(event)
+    check = _CHECKS.get(kind)
+    if check is None:
+        check = _CHECKS[kind] = _accept.dispatch(kind)  # once per type (see domain/evolve.py)
+    return check(event, state)
+
+
+_CHECKS: dict[type, Callable[[Event, State], str | None]] = {}
 
 
 @singledispatch

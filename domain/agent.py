@@ -25,6 +25,7 @@ from typing import Literal
 
 from domain.commands import Dispatch, Preempt
 from domain.events import JobFinished, JobPreempted, JobStarted
+from domain.trusted import Trusted
 
 Outcome = Literal["succeeded", "failed"]
 ReactionKind = Literal[
@@ -86,7 +87,7 @@ class AgentModel:
         ):
             return Reaction("other_incarnation")
         key = (command.node, command.job)
-        started = JobStarted(job=command.job, node=command.node, attempt=command.attempt)
+        started = _STARTED(job=command.job, node=command.node, attempt=command.attempt)
         current = self.runs.get(key)
         if current is not None and current.attempt == command.attempt:
             current.tasks += command.tasks
@@ -111,7 +112,7 @@ class AgentModel:
     def preempt(self, command: Preempt) -> Reaction:
         key = (command.node, command.job)
         run = self.runs.get(key)
-        preempted = JobPreempted(job=command.job, node=command.node, attempt=command.attempt)
+        preempted = _PREEMPTED(job=command.job, node=command.node, attempt=command.attempt)
         if run is None or run.attempt != command.attempt:
             if (command.node, command.job, command.attempt) in self.finished:
                 return Reaction("already_finished")
@@ -129,7 +130,7 @@ class AgentModel:
             return None
         del self.runs[key]
         self.finished.add((run.node, run.job, run.attempt))
-        return JobFinished(job=run.job, node=run.node, attempt=run.attempt, outcome=outcome)
+        return _FINISHED(job=run.job, node=run.node, attempt=run.attempt, outcome=outcome)
 
     def next_due(self) -> int | None:
         """The moment the next run finishes on its own, if any."""
@@ -156,3 +157,8 @@ class AgentModel:
             if run is not None and run.order == order:
                 return
             heapq.heappop(self._due)
+
+
+# The agent's reports, built from the Dispatch or Preempt it answers (domain/trusted.py).
+_STARTED, _PREEMPTED = Trusted(JobStarted), Trusted(JobPreempted)
+_FINISHED = Trusted(JobFinished)

@@ -28,7 +28,10 @@ class Command(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def to_wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The command as a JSON-ready dict: what `model_dump(mode="json")` gives, since
+        every field of a command holds JSON values already, read off the fields directly
+        (a third of the cost). The dict shares the command's lists and dicts: read only."""
+        return dict(self.__dict__)
 
 
 class Dispatch(Command):
@@ -87,7 +90,8 @@ class Dispatch(Command):
     )
 
     def to_wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        """As Command.to_wire, without the optional fields left unset (OPTIONAL_ON_WIRE)."""
+        return {name: value for name, value in self.__dict__.items() if value is not None}
 
 
 class Preempt(Command):

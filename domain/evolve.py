@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from functools import singledispatch
 
 from domain.dependencies import unmet, wait
@@ -28,7 +29,16 @@ from domain.state import Job, JobStatus, Node, Queue, State
 
 
 def evolve(state: State, event: Event, seq: int, ts: int) -> None:
-    _evolve(event, state, seq, ts)
+    # The handler per event type, looked up once: singledispatch's own cache is a
+    # WeakKeyDictionary read in Python, a cost on every journal record.
+    kind = type(event)
+    handler = _HANDLERS.get(kind)
+    if handler is None:
+        handler = _HANDLERS[kind] = _evolve.dispatch(kind)
+    handler(event, state, seq, ts)
+
+
+_HANDLERS: dict[type, Callable[[Event, State, int, int], None]] = {}
 
 
 @singledispatch

@@ -14,12 +14,12 @@ Heartbeats without these fields behave exactly as before.
 
 from __future__ import annotations
 
-from typing import Any
-
+from domain.commands import Dispatch, DispatchReason
 from domain.devices import WHOLE, Assignment
 from domain.events import NodeHeartbeat
 from domain.resources import milli_to_gpu
 from domain.state import Job, Node, State
+from domain.trusted import Trusted
 
 
 def heartbeat_refusal(state: State, event: NodeHeartbeat) -> str | None:
@@ -64,24 +64,44 @@ def note_holder(state: State, node: Node, event: NodeHeartbeat) -> None:
     node.incarnation = incarnation
 
 
-def dispatch_details(
-    state: State, job: Job, node_id: str, devices: tuple[Assignment, ...]
-) -> dict[str, Any]:
-    """What a Dispatch of `job` to a node carries besides placement: enough to run it,
-    including the devices its tasks were placed on (none for a job that asks no GPU)."""
+def dispatch_command(
+    state: State,
+    job: Job,
+    node_id: str,
+    tasks: int,
+    devices: tuple[Assignment, ...],
+    seq: int,
+    ts: int,
+    reason: DispatchReason,
+) -> Dispatch:
+    """The Dispatch of `tasks` of the job to a node: where and why, and what the agent needs
+    to run it, including the devices its tasks were placed on (none for a job that asks no
+    GPU). Built from the job's validated request without validating again (domain/trusted.py)."""
     spec = job.spec
-    gpu = job.per_task.gpu
-    return {
-        "devices": [list(task) for task in devices] if gpu else None,
-        "gpu_fraction": milli_to_gpu(gpu) if 0 < gpu < WHOLE else None,
-        "duration_s": spec.duration_s,
-        "labels": spec.labels,
-        "user": spec.user,
-        "incarnation": state.nodes[node_id].incarnation or None,
+    per_task = job.per_task
+    gpu = per_task.gpu
+    return _DISPATCH(
+        job=job.id,
+        node=node_id,
+        tasks=tasks,
+        resources=per_task.to_wire(),
+        attempt=job.attempt,
+        seq=seq,
+        ts=ts,
+        reason=reason,
+        duration_s=spec.duration_s,
+        labels=None if spec.labels is None else dict(spec.labels),
+        user=spec.user,
+        incarnation=state.nodes[node_id].incarnation or None,
+        devices=[list(task) for task in devices] if gpu else None,
+        gpu_fraction=milli_to_gpu(gpu) if 0 < gpu < WHOLE else None,
         # The job's grace period, else the cluster's; neither set: none (the agent's default).
-        "preempt_grace_s": (
+        preempt_grace_s=(
             spec.preempt_grace_s
             if spec.preempt_grace_s is not None
             else state.cluster.preempt_grace_s
         ),
-    }
+    )
+
+
+_DISPATCH = Trusted(Dispatch)

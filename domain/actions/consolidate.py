@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.commands import Dispatch, NodeCommand
+from domain.commands import NodeCommand
 from domain.cycle.framework import Cycle, Outcome
 from domain.cycle.room import Room
 from domain.entities import NO_JOBS
-from domain.nodes import dispatch_details
+from domain.nodes import dispatch_command
 from domain.placement import PLACEMENTS, Plan, find_placement
 from domain.quota_checks import admission_breach
 from domain.resources import ZERO, Resources
@@ -300,22 +300,19 @@ def carry_out(cycle: Cycle, job: Job, moves: list[Move], plan: Plan) -> None:
         statement.set(moved, "status", JobStatus.RUNNING)
         statement.set(moved, "started_ts", None)
         statement.set(moved, "started_nodes", NO_JOBS)
-        devices = {
-            node_id: statement.place(moved, node_id, move.plan[node_id])
-            for node_id in sorted(move.plan)
-        }
         for node_id in sorted(move.plan):
+            tasks = move.plan[node_id]
+            devices = statement.place(moved, node_id, tasks)
             dispatches.append(
-                Dispatch(
-                    job=moved.id,
-                    node=node_id,
-                    tasks=move.plan[node_id],
-                    resources=moved.per_task.to_wire(),
-                    attempt=moved.attempt,
-                    seq=cycle.seq,
-                    ts=cycle.ts,
-                    reason="consolidation",
-                    **dispatch_details(cycle.state, moved, node_id, devices[node_id]),
+                dispatch_command(
+                    cycle.state,
+                    moved,
+                    node_id,
+                    tasks,
+                    devices,
+                    cycle.seq,
+                    cycle.ts,
+                    "consolidation",
                 )
             )
         statement.set(job, "awaiting", job.awaiting | {moved.id})

@@ -35,10 +35,11 @@ def note_blocked(cycle: Cycle, job: Job) -> None:
 def note_dequeued(cycle: Cycle, walked: int) -> None:
     """Called by Allocate once its placed jobs left the pending lists: the lasting changes
     before (`walked`) and after. Leaving a pending list changes nothing a try reads."""
-    cycle.memo(DEQUEUED, _Dequeued)[walked] = cycle.lasting_changes()
+    dequeued: _Dequeued = cycle.memo(DEQUEUED, dict)
+    dequeued[walked] = cycle.lasting_changes()
 
 
-# Named once: subscripting a generic on every call costs typing's lookup.
+# The memos are made by `dict` itself: calling a subscripted alias costs typing's __call__.
 _FirstBlocked = dict[str, tuple[Job, int | None]]
 _Dequeued = dict[int, int | None]  # lasting changes before Allocate's dequeues -> after
 
@@ -46,7 +47,8 @@ _Dequeued = dict[int, int | None]  # lasting changes before Allocate's dequeues 
 def _blocked(cycle: Cycle) -> _FirstBlocked:
     """Per queue, in the order queues first found a job blocked: that job, and the lasting
     changes then."""
-    return cycle.memo(BLOCKED, _FirstBlocked)
+    blocked: _FirstBlocked = cycle.memo(BLOCKED, dict)
+    return blocked
 
 
 class ReclaimAgain:
@@ -54,7 +56,7 @@ class ReclaimAgain:
 
     def execute(self, cycle: Cycle) -> None:
         # One look per queue: at the first job it found blocked.
-        dequeued = cycle.memo(DEQUEUED, _Dequeued)
+        dequeued: _Dequeued = cycle.memo(DEQUEUED, dict)
         for job, changes_then in list(_blocked(cycle).values()):
             now = cycle.lasting_changes()
             if changes_then is None or changes_then == now:

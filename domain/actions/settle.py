@@ -18,11 +18,12 @@ class Settle:
         self._lose_silent_nodes(cycle)
         if state.reconcile_requests:
             self._reconcile_restarted_agents(cycle)
-        for job_id in sorted(state.cancel_requests):
-            job = state.jobs.get(job_id)
-            if job is not None and job.placements:
-                cycle.stop(job, "cancelled", requeue=False)
-        cycle.statement.set(state, "cancel_requests", set())
+        if state.cancel_requests:
+            for job_id in sorted(state.cancel_requests):
+                job = state.jobs.get(job_id)
+                if job is not None and job.placements:
+                    cycle.stop(job, "cancelled", requeue=False)
+            cycle.statement.set(state, "cancel_requests", set())
 
     def _lose_silent_nodes(self, cycle: Cycle) -> None:
         state = cycle.state

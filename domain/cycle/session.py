@@ -11,18 +11,19 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
-from domain.commands import Dispatch, DispatchReason, NodeCommand, Preempt, PreemptReason
+from domain.commands import DispatchReason, NodeCommand, Preempt, PreemptReason
 from domain.cycle.fitting import Fitter
 from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
 from domain.cycle.reclaim_reasons import reclaim_reason
 from domain.cycle.statement import Statement
 from domain.cycle.victims import VictimSearch
 from domain.entities import NO_JOBS, ShapeKey
-from domain.nodes import dispatch_details
+from domain.nodes import dispatch_command
 from domain.placement import PlacementStrategy, Plan
 from domain.quota_checks import within_quota
 from domain.reasons import Reason, ReasonKind
 from domain.state import Job, JobStatus, Queue, State
+from domain.trusted import Trusted
 
 T = TypeVar("T")
 
@@ -45,17 +46,19 @@ class Session:
         # Per queue: whether some preemption rule may read its jobs' priority (kept with the
         # configuration, for these rules: see `_reads_priority`).
         self._priority_read = _priority_reads(state, plugins)
-        # Neither helper keeps a strong reference back to the session: a finished cycle is
-        # then freed at once by reference counting, never left for the cyclic garbage
-        # collector, whose passes over a large state are the cycle's longest pauses.
+        # Neither helper (this one, the victim search below) keeps a strong reference back
+        # to the session: a finished cycle is then freed at once by reference counting,
+        # never left for the cyclic garbage collector, whose passes over a large state are
+        # the cycle's longest pauses.
         statement, placements = self._statement, plugins.placements
         self._fitter = Fitter(
             state,
             lambda: placements[state.cluster.placement],
             lambda: (statement.epoch, statement.frees),
         )
-        self._victims = VictimSearch(weakref.proxy(self), self._dispatched_now)
-        self._explicit = frozenset(r.reason for r in plugins.preemption_rules if r.explicit)
+        # Made on first use: most cycles search no victims (see `_victims`).
+        self._victim_search: VictimSearch | None = None
+        self._explicit: frozenset[str] | None = None
 
     # -- the view policies and rules get ---------------------------------------------------
 
@@ -102,6 +105,9 @@ class Session:
         self._statement.add_timer(due_ts, kind, ident)
 
     def explicit_reasons(self) -> frozenset[str]:
+        if self._explicit is None:
+            rules = self._plugins.preemption_rules
+            self._explicit = frozenset(rule.reason for rule in rules if rule.explicit)
         return self._explicit
 
     def commit(self) -> list[NodeCommand]:
@@ -221,6 +227,13 @@ class Session:
             )
         return known
 
+    @property
+    def _victims(self) -> VictimSearch:
+        search = self._victim_search
+        if search is None:
+            search = self._victim_search = VictimSearch(weakref.proxy(self), self._dispatched_now)
+        return search
+
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
         return self._victims.preempt_for(job, rule)
 
@@ -259,24 +272,14 @@ class Session:
             statement.set(job, "status", JobStatus.RUNNING)
             self._placed.append(job)
         self._dispatched_now.add(job.id)
-        devices = {
-            node_id: statement.place(job, node_id, plan[node_id]) for node_id in sorted(plan)
-        }
         why: DispatchReason = reason or ("quota" if in_quota else "over_quota")
-        statement.emit(
-            Dispatch(
-                job=job.id,
-                node=node_id,
-                tasks=plan[node_id],
-                resources=job.per_task.to_wire(),
-                attempt=job.attempt,
-                seq=self._seq,
-                ts=self._ts,
-                reason=why,
-                **dispatch_details(self._state, job, node_id, devices[node_id]),
-            )
-            for node_id in sorted(plan)
-        )
+        state, seq, ts = self._state, self._seq, self._ts
+        commands = []
+        for node_id in sorted(plan):
+            tasks = plan[node_id]
+            devices = statement.place(job, node_id, tasks)
+            commands.append(dispatch_command(state, job, node_id, tasks, devices, seq, ts, why))
+        statement.emit(commands)
 
     def stop(
         self,
@@ -297,7 +300,7 @@ class Session:
             tasks = targets[node_id]
             statement.begin_stop(job, node_id, tasks, requeue)
             commands.append(
-                Preempt(
+                _PREEMPT(
                     job=job.id,
                     node=node_id,
                     tasks=tasks,
@@ -320,6 +323,7 @@ class Session:
 # Read once: an enum member read through its class costs a lookup, and `_shape` runs for
 # every pending job a cycle reaches.
 _PENDING = JobStatus.PENDING
+_PREEMPT = Trusted(Preempt)  # built from the cycle's own values (domain/trusted.py)
 
 
 def _priority_reads(state: State, plugins: PluginSet) -> dict[str, bool]:

@@ -48,6 +48,10 @@ class CheckedSimulator(Simulator):
 
     def _answer(self, ts: int, command: NodeCommand) -> None:
         check_state(self.state)
+        # The core builds its commands without validating them (domain/trusted.py): each
+        # must validate, and give the same bytes again.
+        wire = orjson.dumps(command.to_wire())
+        assert orjson.dumps(type(command).model_validate_json(wire).to_wire()) == wire
         if isinstance(command, Preempt):
             self._stops[(ts, command.job)].add(command.attempt)
             stops = len(self._stops[(ts, command.job)])
