@@ -11,8 +11,8 @@ import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from domain.allocation import Allocations
 from domain.dependencies import forget_waiting, release_dependents
-from domain.devices import Assignment, usage
 from domain.entities import (
     NO_JOBS,
     TERMINAL,
@@ -21,8 +21,6 @@ from domain.entities import (
     Node,
     ShapeKeys,
     Stopping,
-    hold_devices,
-    place_on_devices,
 )
 from domain.events import ClusterConfigured
 from domain.fairshare_level import LevelMemo
@@ -44,7 +42,7 @@ __all__ = [
 
 
 @dataclass(slots=True)
-class State:
+class State(Allocations):
     """Everything the scheduler knows, rebuilt by folding the journal from the start."""
 
     cluster: ClusterConfigured = field(default_factory=ClusterConfigured)
@@ -133,160 +131,6 @@ class State:
         """Forgets what was derived from the configuration (evolve calls it)."""
         self.configuration_memo.clear()
         self.configuration_changes += 1
-
-    # -- allocation: every change of who holds what goes through here ------------------
-    # place / unplace, begin_stop / end_stop and hold / drop_holds are pairs; a statement
-    # (domain.cycle.statement) undoes any of them exactly.
-
-    def place(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
-        """Runs `tasks` more of the job on a node: its placements, the node, its devices and
-        its queues. Returns the new tasks' devices (domain/devices.py)."""
-        node = self.nodes[node_id]
-        amount = job.per_task * tasks
-        devices = place_on_devices(node, job, tasks)
-        job.placements[node_id] = job.placements.get(node_id, 0) + tasks
-        job.devices[node_id] = job.devices.get(node_id, ()) + devices
-        node.jobs[job.id] = node.jobs.get(job.id, 0) + tasks
-        node.allocated = node.allocated + amount
-        self._charge_queues(job, amount)
-        self.needs_cycle = True
-        queue = self.queues[job.queue]
-        queue.running.add(job.id)
-        if job.min_tasks < job.tasks:
-            self.elastic_placed.add(job.id)
-        self.node_index.update(node)
-        return devices
-
-    def _take_placed(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
-        """Takes `tasks` of the job's placed tasks off its placements on a node: the latest
-        placed first (a shrink frees the devices of the node's newest tasks)."""
-        left = job.placements.get(node_id, 0) - tasks
-        devices = job.devices.get(node_id, ())
-        cut = max(0, len(devices) - tasks)
-        if left > 0:
-            job.placements[node_id] = left
-            job.devices[node_id] = devices[:cut]
-        else:
-            job.placements.pop(node_id, None)
-            job.devices.pop(node_id, None)
-        return devices[cut:]
-
-    def begin_stop(self, job: Job, node_id: str, tasks: int, requeue: bool) -> None:
-        """Moves `tasks` of the job's placed tasks on a node to stopping (still allocated)."""
-        devices = self._take_placed(job, node_id, tasks)
-        earlier = job.stopping.get(node_id)
-        if earlier is not None:
-            # A second stop on the same node before the first is acknowledged: one entry, so
-            # the tasks are released together when the agent reports (never lost track of).
-            tasks += earlier.tasks
-            requeue = requeue and earlier.requeue
-            self._count_stopping(job, node_id, earlier, -1)
-            devices = earlier.devices + devices
-        stop = Stopping(job.attempt, tasks, requeue, devices)
-        job.stopping[node_id] = stop
-        self._count_stopping(job, node_id, stop, 1)
-
-    def end_stop(self, job: Job, node_id: str) -> Stopping | None:
-        """The job's stopping tasks on a node are gone from the stopping set (not yet released)."""
-        stop = job.stopping.pop(node_id, None)
-        if stop is not None:
-            self._count_stopping(job, node_id, stop, -1)
-        return stop
-
-    def _count_stopping(self, job: Job, node_id: str, stop: Stopping, sign: int) -> None:
-        amount = job.per_task * (sign * stop.tasks)
-        node = self.nodes[node_id]
-        node.stopping = node.stopping + amount
-        node.gpus.add("stopping", usage(stop.devices, job.per_task.gpu), sign)
-        queue = self.queues[job.queue]
-        queue.stopping = queue.stopping + amount
-        self.node_index.update(node)
-
-    def unplace(self, job: Job, node_id: str, tasks: int) -> None:
-        """Takes `tasks` of the job's placed tasks off a node and frees them: undoes `place`."""
-        devices = self._take_placed(job, node_id, tasks)
-        self.release(job, node_id, tasks, devices)
-
-    def release(self, job: Job, node_id: str, tasks: int, devices: tuple[Assignment, ...]) -> None:
-        """Frees `tasks` of the job's on a node that are no longer placed (they finished or
-        were stopped, or their node was lost), and the devices they used."""
-        node = self.nodes[node_id]
-        amount = job.per_task * tasks
-        left = node.jobs.get(job.id, 0) - tasks
-        if left > 0:
-            node.jobs[job.id] = left
-        else:
-            node.jobs.pop(job.id, None)
-        node.allocated = node.allocated - amount
-        node.gpus.add("used", usage(devices, job.per_task.gpu), -1)
-        self.freed += 1
-        self._charge_queues(job, ZERO - amount)
-        if job.allocation.is_zero() or (not job.placements and not job.stopping):
-            self.queues[job.queue].running.discard(job.id)
-        self.node_index.update(node)
-        self.needs_cycle = True
-
-    def lose_tasks(self, job: Job, node_id: str, placed: bool, stopping: bool) -> int:
-        """The job's tasks on a node (placed, being stopped, or both) are gone, with the node
-        or with a restarted agent: frees them and returns how many there were."""
-        tasks = job.placements.get(node_id, 0) if placed else 0
-        devices = self._take_placed(job, node_id, tasks) if tasks else ()
-        stop = self.end_stop(job, node_id) if stopping else None
-        if stop is not None:
-            devices += stop.devices
-        lost = tasks + (stop.tasks if stop else 0)
-        if lost:
-            self.release(job, node_id, lost, devices)
-        return lost
-
-    def _charge_queues(self, job: Job, amount: Resources) -> None:
-        first = True
-        for queue in self.ancestors(job.queue):
-            if first:
-                queue.allocated = queue.allocated + amount
-                if not job.preemptible:
-                    queue.protected = queue.protected + amount
-                first = False
-            queue.subtree_allocated = queue.subtree_allocated + amount
-
-    def hold(self, job: Job, node_id: str, amount: Resources) -> None:
-        """Keeps `amount` on a node for `job` (freed for it by a preemption), and the devices
-        its tasks will take there once the stopping tasks are gone."""
-        node = self.nodes[node_id]
-        self.hold_changes += 1
-        job.held[node_id] = job.held.get(node_id, ZERO) + amount
-        node.held = node.held + amount
-        devices = hold_devices(node, job, amount)
-        if devices:
-            own = job.held_devices.get(node_id, {})
-            job.held_devices[node_id] = {
-                index: own.get(index, 0) + devices.get(index, 0)
-                for index in sorted(set(own) | set(devices))
-            }
-            node.gpus.add("held", devices)
-        queue = self.queues[job.queue]
-        queue.held = queue.held + amount
-        self.holders.add(job.id)
-        self.node_index.update(node)
-
-    def drop_holds(self, job: Job) -> None:
-        if not job.held and job.id not in self.holders:
-            return  # it holds nothing (every dispatch drops holds first): no hold changes
-        self.hold_changes += 1
-        self.holders.discard(job.id)
-        if job.held:
-            self.freed += 1
-            queue = self.queues[job.queue]
-            for amount in job.held.values():
-                queue.held = queue.held - amount
-        for node_id in sorted(job.held):
-            node = self.nodes.get(node_id)
-            if node is not None:
-                node.held = (node.held - job.held[node_id]).clamp_at_zero()
-                node.gpus.add("held", job.held_devices.get(node_id, {}), -1)
-                self.node_index.update(node)
-        job.held.clear()
-        job.held_devices.clear()
 
     # -- pending ------------------------------------------------------------------------
 
