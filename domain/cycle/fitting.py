@@ -187,9 +187,11 @@ class Fitter:
         on their own. Amounts are exact integers, so no order of the sums matters."""
         per_queue: dict[str, Resources] = {}
         own: dict[str, Resources] = {}
+        holding: set[str] = set()  # the queues of holders: no other queue holds anything
         pending = False
         for holder in state.holders:
             other = state.jobs[holder]  # a job leaves the table only once its holds are dropped
+            holding.add(other.queue)
             if other.status is not JobStatus.PENDING:
                 gone = sum(other.held.values(), ZERO)
                 per_queue[other.queue] = per_queue.get(other.queue, ZERO) - gone
@@ -201,7 +203,7 @@ class Fitter:
         if not pending:
             return None
         subtree: dict[str, Resources] = {}
-        for queue_id in sorted(state.queues):
+        for queue_id in sorted(holding):
             held = state.queues[queue_id].held + per_queue.get(queue_id, ZERO)
             if held.is_zero():
                 continue
