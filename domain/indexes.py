@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterator
+from operator import itemgetter
 
 from domain.entities import Job, Node
 from domain.resources import Resources
@@ -16,12 +17,14 @@ class PendingIndex:
     Iteration merges the lists lazily by the policy's effective priority, so a cycle that only
     looks at the head of a long queue costs little. Within one list effective priority never
     rises along the list (older jobs have aged at least as much), which keeps the merge exact.
+    An entry is (order, job id, job): sorted by order (unique), and the job itself at hand, so
+    a walk over a long queue reads no table and no id (a snapshot writes order and id only).
     """
 
     __slots__ = ("_lists", "_size")
 
     def __init__(self) -> None:
-        self._lists: dict[tuple[bool, int], list[tuple[int, str]]] = {}
+        self._lists: dict[tuple[bool, int], list[PendingEntry]] = {}
         self._size = 0
 
     def __len__(self) -> int:
@@ -29,25 +32,48 @@ class PendingIndex:
 
     def add(self, job: Job) -> None:
         bisect.insort(
-            self._lists.setdefault((job.interactive, job.priority), []), job.pending_key()
+            self._lists.setdefault((job.interactive, job.priority), []),
+            (job.order, job.id, job),
         )
         self._size += 1
 
     def remove(self, job: Job) -> None:
         entries = self._lists[(job.interactive, job.priority)]
-        key = job.pending_key()
-        index = bisect.bisect_left(entries, key)
-        if index < len(entries) and entries[index] == key:
+        # (order, id) sorts just before the job's own entry: orders are unique.
+        index = bisect.bisect_left(entries, (job.order, job.id))
+        if index < len(entries) and entries[index][1] == job.id:
             del entries[index]
             self._size -= 1
 
-    def lists(self) -> list[tuple[tuple[bool, int], list[tuple[int, str]]]]:
-        return sorted(self._lists.items())
+    def lists(self) -> list[tuple[tuple[bool, int], list[PendingEntry]]]:
+        return sorted(self._lists.items(), key=_LIST_KEY)
 
     def job_ids(self) -> Iterator[str]:
         """Every pending job id, in submission order (for views and tests, not the cycle)."""
-        for _, job_id in heapq.merge(*(entries for _, entries in self.lists())):
-            yield job_id
+        for entry in heapq.merge(*(entries for _, entries in self.lists())):
+            yield entry[1]
+
+    def saved(self) -> list[tuple[tuple[bool, int], list[tuple[int, str]]]]:
+        """Each list as (order, job id) pairs, for a snapshot."""
+        return [
+            (key, [(order, job_id) for order, job_id, _ in entries])
+            for key, entries in self._lists.items()
+        ]
+
+    @classmethod
+    def restored(
+        cls, saved: list[tuple[tuple[bool, int], list[tuple[int, str]]]], jobs: dict[str, Job]
+    ) -> PendingIndex:
+        """The index `saved` wrote, its entries holding the restored jobs."""
+        index = cls()
+        for key, pairs in saved:
+            index._lists[key] = [(order, job_id, jobs[job_id]) for order, job_id in pairs]
+            index._size += len(pairs)
+        return index
+
+
+PendingEntry = tuple[int, str, Job]  # order, job id, the job
+_LIST_KEY = itemgetter(0)  # lists sort by (interactive, priority) alone
 
 
 class NodeIndex:

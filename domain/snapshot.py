@@ -31,7 +31,7 @@ from domain.snapshot_entities import load_res as _load_res
 from domain.snapshot_entities import model as _model
 from domain.snapshot_entities import node_dict as _node
 from domain.snapshot_entities import res as _res
-from domain.state import JobStatus, NodeIndex, PendingIndex, Queue, State
+from domain.state import Job, JobStatus, NodeIndex, PendingIndex, Queue, State
 
 __all__ = ["FORMAT_VERSION", "SnapshotError", "decode_state", "digest", "encode_state"]
 
@@ -125,8 +125,8 @@ def _queue(queue: Queue) -> dict[str, Any]:
         "config": _event(queue.config),
         "children": list(queue.children),
         "pending": [
-            [[interactive, priority], [list(entry) for entry in entries]]
-            for (interactive, priority), entries in queue.pending._lists.items()
+            [[interactive, priority], [list(pair) for pair in pairs]]
+            for (interactive, priority), pairs in queue.pending.saved()
         ],
         "running": sorted(queue.running),
         "allocated": _res(queue.allocated),
@@ -172,11 +172,12 @@ def decode_state(body: bytes) -> State:
 
 
 def state_from_dict(data: dict[str, Any]) -> State:
+    jobs = {key: _load_job(value) for key, value in data["jobs"]}
     state = State(
         cluster=_model(data["cluster"], ClusterConfigured),
-        queues={key: _load_queue(value) for key, value in data["queues"]},
+        queues={key: _load_queue(value, jobs) for key, value in data["queues"]},
         nodes={key: _load_node(value) for key, value in data["nodes"]},
-        jobs={key: _load_job(value) for key, value in data["jobs"]},
+        jobs=jobs,
         ended_jobs={key: JobStatus(value) for key, value in data["ended_jobs"]},
         capacity=_load_res(data["capacity"]),
         seq=int(data["seq"]),
@@ -213,13 +214,15 @@ def _load_node_index(state: State, version: int) -> NodeIndex:
     return index
 
 
-def _load_queue(data: dict[str, Any]) -> Queue:
+def _load_queue(data: dict[str, Any], jobs: dict[str, Job]) -> Queue:
     config = _model(data["config"], QueueConfigured)
-    pending = PendingIndex()
-    for (interactive, priority), entries in data["pending"]:
-        keys = [(int(order), str(job_id)) for order, job_id in entries]
-        pending._lists[(bool(interactive), int(priority))] = keys
-        pending._size += len(keys)
+    pending = PendingIndex.restored(
+        [
+            ((bool(interactive), int(priority)), [(int(o), str(j)) for o, j in pairs])
+            for (interactive, priority), pairs in data["pending"]
+        ],
+        jobs,
+    )
     return Queue(
         id=data["id"],
         parent=data["parent"],

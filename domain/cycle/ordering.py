@@ -9,6 +9,7 @@ from operator import itemgetter
 
 from domain.cycle.framework import QueuePolicy
 from domain.fairshare import OWN
+from domain.indexes import PendingEntry
 from domain.state import Job, Queue, State
 
 QueueKey = tuple[tuple[float, int, str], ...]
@@ -55,54 +56,54 @@ def pending_in_order(state: State, queue: Queue, policy: QueuePolicy, now: int) 
     never rises along it, so a list's keys run from its first job's to its last job's. Lists
     whose key ranges do not overlap simply follow one another (always so without aging); only
     overlapping ones are merged job by job. A list that follows on is walked by C iterators
-    (no Python frame per job: a cycle may walk every job of a long skipping queue).
+    over entries that hold their jobs (no Python frame and no table lookup per job: a cycle
+    may walk every job of a long skipping queue).
     """
-    return chain.from_iterable(_groups(state, queue, policy, now))
+    return chain.from_iterable(_groups(queue, policy, now))
 
 
-def _groups(state: State, queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Iterator[Job]]:
+def _groups(queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Iterator[Job]]:
     """One iterator per run of lists whose key ranges overlap, in the order they are tried."""
-    spans: list[tuple[tuple[int, int], tuple[int, int], bool, list[tuple[int, str]]]] = []
+    spans: list[tuple[tuple[int, int], tuple[int, int], bool, list[PendingEntry]]] = []
     for (interactive, _priority), entries in queue.pending.lists():
         if entries:
             rank = 0 if interactive else 1
-            first = policy.effective_priority(state.jobs[entries[0][1]], queue, now)
-            last = policy.effective_priority(state.jobs[entries[-1][1]], queue, now)
+            first = policy.effective_priority(entries[0][2], queue, now)
+            last = policy.effective_priority(entries[-1][2], queue, now)
             spans.append(((rank, -first), (rank, -last), interactive, entries))
     spans.sort(key=lambda span: (span[0], span[1]))
-    group: list[tuple[bool, list[tuple[int, str]]]] = []
+    group: list[tuple[bool, list[PendingEntry]]] = []
     group_end = (0, 0)
     for start, end, interactive, entries in spans:
         if group and start > group_end:
-            yield _merged(state, queue, policy, now, group)
+            yield _merged(queue, policy, now, group)
             group = []
         group_end = max(group_end, end) if group else end
         group.append((interactive, entries))
     if group:
-        yield _merged(state, queue, policy, now, group)
+        yield _merged(queue, policy, now, group)
 
 
 def _merged(
-    state: State,
     queue: Queue,
     policy: QueuePolicy,
     now: int,
-    group: list[tuple[bool, list[tuple[int, str]]]],
+    group: list[tuple[bool, list[PendingEntry]]],
 ) -> Iterator[Job]:
     if len(group) == 1:
-        return map(state.jobs.__getitem__, map(_JOB_ID, group[0][1]))
+        return map(_JOB, group[0][1])
     streams = []
     for interactive, entries in group:
 
         def keyed(
-            entries: list[tuple[int, str]] = entries, interactive: bool = interactive
-        ) -> Iterator[tuple[tuple[int, int, int], str]]:
-            for order, job_id in entries:
-                rank = policy.effective_priority(state.jobs[job_id], queue, now)
-                yield (0 if interactive else 1, -rank, order), job_id
+            entries: list[PendingEntry] = entries, interactive: bool = interactive
+        ) -> Iterator[tuple[tuple[int, int, int], str, Job]]:
+            for order, job_id, job in entries:
+                rank = policy.effective_priority(job, queue, now)
+                yield (0 if interactive else 1, -rank, order), job_id, job
 
         streams.append(keyed())
-    return map(state.jobs.__getitem__, map(_JOB_ID, heapq.merge(*streams)))
+    return map(_JOB, heapq.merge(*streams))
 
 
-_JOB_ID = itemgetter(1)  # (order, job id) or (key, job id): the id
+_JOB = itemgetter(2)  # (order, job id, job) or (key, job id, job): the job

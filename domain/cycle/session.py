@@ -227,18 +227,17 @@ class Session:
             )
         return known
 
-    @property
     def _victims(self) -> VictimSearch:
-        search = self._victim_search
-        if search is None:
-            search = self._victim_search = VictimSearch(weakref.proxy(self), self._dispatched_now)
+        """The cycle's victim search, made on its first use."""
+        search = self._victim_search = VictimSearch(weakref.proxy(self), self._dispatched_now)
         return search
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
-        return self._victims.preempt_for(job, rule)
+        return (self._victim_search or self._victims()).preempt_for(job, rule)
 
     def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
-        return self._victims.may_be_victim(job, victim, rule)
+        # Asked for every candidate of every search: the made search is read directly.
+        return (self._victim_search or self._victims()).may_be_victim(job, victim, rule)
 
     def still_stopping(self, job_id: str) -> bool:
         victim = self._state.jobs.get(job_id)
