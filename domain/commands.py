@@ -30,7 +30,8 @@ class Command(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """The command as a JSON-ready dict: what `model_dump(mode="json")` gives, since
         every field of a command holds JSON values already, read off the fields directly
-        (a third of the cost). The dict shares the command's lists and dicts: read only."""
+        (half the instructions for a Dispatch). The dict shares the command's lists and
+        dicts: read only."""
         return dict(self.__dict__)
 
 

@@ -10,7 +10,8 @@ only that no field is missing or unknown, and refuses a model with validators of
 the property tests validate every command a run emits.
 
 pydantic's own `model_construct` does the same, but costs more than validating (8.9 against
-4.2 µs a Dispatch, measured here); this costs about 1 µs.
+4.2 µs a Dispatch, timed here); this costs about four fifths of validating (28k against 36k
+instructions a Dispatch, counted with valgrind's callgrind).
 """
 
 from __future__ import annotations
