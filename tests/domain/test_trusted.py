@@ -113,3 +113,17 @@ def test_the_simulators_commands_validate_to_the_same_bytes() -> None:
         assert orjson.dumps(again.to_wire()) == wire
     assert outputs[0]["duration_s"] == 5.0 and isinstance(outputs[0]["duration_s"], float)
     assert outputs[0]["incarnation"] == 1 and outputs[0]["preempt_grace_s"] == 20
+
+
+def test_every_reason_the_core_stops_for_is_on_the_wire() -> None:
+    # Preempts are built without validation, so a registered rule's reason (or the core's
+    # own) outside the contract's PreemptReason would reach agents unchecked.
+    from typing import get_args
+
+    from domain.commands import PreemptReason
+    from domain.plugins import DEFAULT_PLUGINS
+    from domain.reasons import CORE_STOP_REASONS
+
+    on_the_wire = set(get_args(PreemptReason))
+    assert {rule.reason for rule in DEFAULT_PLUGINS.preemption_rules} <= on_the_wire
+    assert set(CORE_STOP_REASONS) <= on_the_wire
