@@ -53,7 +53,7 @@ def pending_view(
         stop = None  # the job that stopped the queue has since left it
     entries: list[PendingEntry] = []
     behind = False
-    for position, job in enumerate(pending_in_order(state, queue, policy, now), start=1):
+    for position, job in enumerate(pending_in_order(queue, policy, now), start=1):
         skip_in_s = None
         why: Reason
         if behind:

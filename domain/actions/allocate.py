@@ -66,7 +66,7 @@ class Allocate:
             if walking is None:
                 policy = cycle.policy(queue)
                 walking = cursors[queue_id] = (
-                    pending_in_order(state, queue, policy, cycle.ts),
+                    pending_in_order(queue, policy, cycle.ts),
                     policy,
                 )
             cursor, policy = walking

@@ -47,7 +47,7 @@ def queue_key(state: State, queue_id: str) -> QueueKey:
     return tuple(key)
 
 
-def pending_in_order(state: State, queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Job]:
+def pending_in_order(queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Job]:
     """The queue's pending jobs in the order they are tried: interactive first, then higher
     effective priority, then submission order (a requeued job keeps its submission order).
 

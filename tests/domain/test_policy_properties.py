@@ -285,5 +285,5 @@ def test_pending_order_is_interactive_then_effective_priority_then_submission(
         return (0 if item.interactive else 1, -rank, item.order)
 
     expected = sorted((state.jobs[j] for j in queue_state.pending.job_ids()), key=key)
-    got = list(pending_in_order(state, queue_state, policy, now))
+    got = list(pending_in_order(queue_state, policy, now))
     assert [j.id for j in got] == [j.id for j in expected]
