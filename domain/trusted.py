@@ -11,7 +11,9 @@ the property tests validate every command a run emits.
 
 pydantic's own `model_construct` does the same, but costs more than validating (8.9 against
 4.2 µs a Dispatch, timed here); this costs about four fifths of validating (28k against 36k
-instructions a Dispatch, counted with valgrind's callgrind).
+instructions a Dispatch, counted with valgrind's callgrind). The journal decoder's
+`_journal_record` (domain/codec.py) is the same build written out for its three fields: on
+replay's path per record, where this generic one costs 15.5k instructions against its 8.5k.
 """
 
 from __future__ import annotations

@@ -188,7 +188,8 @@ class SnapshotWriter:
             with no_gc():
                 body = encode_state(state)  # the state after this batch's cycle
         except Exception:
-            # A bug, not the batch's fault: the batch commits without a snapshot, never stalls.
+            # A bug, not the batch's fault: the batch has committed already; the snapshot's own
+            # transaction commits empty, and no input waits for it.
             log.exception("snapshot at seq %d not written: the state did not encode", state.seq)
             return None
         packed = zlib.compress(body, 1)
