@@ -132,6 +132,12 @@ class Fitter:
         `mine` is what is held for the job itself while it is a pending holder (`_own_held`):
         no promise to another, so it is taken out of the sums."""
         state = self._state
+        # Only a limit on the way up, or a non-preemptible job's quota, can be breached by
+        # room held for others (most queues have no limit): without either the promised
+        # sums are not needed, and not made, however often holds change.
+        limited = [queue for queue in state.ancestors(job.queue) if queue.quota.limit != NO_LIMIT]
+        if not limited and job.preemptible:
+            return None
         promised_to = self._promised()
         if promised_to is None:
             return None
@@ -140,9 +146,7 @@ class Fitter:
         # holders gives, and a holder that is the only one is checked as if nothing were
         # held (zero sums are skipped).
         amount = job.per_task * tasks
-        for queue in state.ancestors(job.queue):
-            if queue.quota.limit == NO_LIMIT:
-                continue  # nothing to exceed (most queues: sums saved for every holder's try)
+        for queue in limited:
             promised = subtree.get(queue.id, ZERO)
             if mine is not ZERO:
                 promised = promised - mine
@@ -184,31 +188,37 @@ class Fitter:
     def _promised_sums(state: State) -> Promised | None:
         """The sums made afresh. Each queue's `held` is what its jobs hold; a holder that is
         not pending any more is taken out of it, and the non-preemptible holders are summed
-        on their own. Amounts are exact integers, so no order of the sums matters."""
+        on their own. Amounts are exact integers, so no order of the sums matters.
+
+        Made again whenever a hold changes, over every holder (thousands while many victims
+        stop): the loop over them reads only status and kind; the queues that hold anything
+        are then found by their `held`, not collected holder by holder."""
+        jobs = state.jobs
         per_queue: dict[str, Resources] = {}
         own: dict[str, Resources] = {}
-        holding: set[str] = set()  # the queues of holders: no other queue holds anything
         pending = False
         for holder in state.holders:
-            other = state.jobs[holder]  # a job leaves the table only once its holds are dropped
-            holding.add(other.queue)
-            if other.status is not JobStatus.PENDING:
+            other = jobs[holder]  # a job leaves the table only once its holds are dropped
+            if other.status is not _PENDING:
                 gone = sum(other.held.values(), ZERO)
                 per_queue[other.queue] = per_queue.get(other.queue, ZERO) - gone
-                continue
-            pending = True
-            if not other.preemptible:
+            elif other.preemptible:
+                pending = True
+            else:
+                pending = True
                 held = sum(other.held.values(), ZERO)
                 own[other.queue] = own.get(other.queue, ZERO) + held
         if not pending:
             return None
         subtree: dict[str, Resources] = {}
-        for queue_id in sorted(holding):
-            held = state.queues[queue_id].held + per_queue.get(queue_id, ZERO)
+        for queue_id, queue in state.queues.items():
+            held = queue.held
+            if queue_id in per_queue:
+                held = held + per_queue[queue_id]
             if held.is_zero():
-                continue
-            for queue in state.ancestors(queue_id):
-                subtree[queue.id] = subtree.get(queue.id, ZERO) + held
+                continue  # holds nothing: no holder of its own (a zero hold adds nothing)
+            for ancestor in state.ancestors(queue_id):
+                subtree[ancestor.id] = subtree.get(ancestor.id, ZERO) + held
         return subtree, own
 
     def _known_no_room(self, job: Job, tasks: int) -> bool:
@@ -302,15 +312,37 @@ class Fitter:
         return count
 
 
+_PENDING = JobStatus.PENDING  # read once: the promised sums check it for every holder
+
+
 def _own_held(state: State, job: Job) -> Resources:
     """What is held for the job itself while it is a pending preemptor (counted in the
-    promised sums), else nothing."""
+    promised sums), else nothing. Most hold room on one node: that amount, not a new sum."""
     if job.id not in state.holders or job.status is not JobStatus.PENDING:
         return ZERO
-    return sum(job.held.values(), ZERO)
+    held = job.held
+    return next(iter(held.values())) if len(held) == 1 else sum(held.values(), ZERO)
 
 
 def _held_room_now(state: State, job: Job) -> bool:
     """Whether some node the job holds room on could take one of its tasks now, counting
-    what is held for it there: find_placement's first pass would place something."""
-    return any(copies_held_for(state, job, node_id) > 0 for node_id in job.held)
+    what is held for it there: find_placement's first pass would place something.
+
+    Asked at every try of a waiting preemptor, whose victims mostly still run: a node whose
+    unallocated room (capacity less allocated, never less than what any job may use there,
+    holds or not) is short of one task in some requested resource takes none, which plain
+    integers tell without working out the room held for others."""
+    per_task, nodes = job.per_task, state.nodes
+    gpu, cpu, memory = per_task.gpu, per_task.cpu, per_task.memory
+    for node_id in job.held:
+        node = nodes[node_id]
+        capacity, allocated = node.capacity, node.allocated
+        if (
+            (gpu > 0 and capacity.gpu - allocated.gpu < gpu)
+            or (cpu > 0 and capacity.cpu - allocated.cpu < cpu)
+            or (memory > 0 and capacity.memory - allocated.memory < memory)
+        ):
+            continue
+        if copies_held_for(state, job, node_id) > 0:
+            return True
+    return False

@@ -16,12 +16,13 @@ from tests.domain.harness import Cluster, event, job, node, queue
 from tests.domain.test_blocked_shapes import look_alike_backlogs, simulate
 
 
-def preemptor_waiting() -> Cluster:
+def preemptor_waiting(gpu_limit: float = -1) -> Cluster:
     """`high` preempted `low` on the one 4-GPU node and holds its room while `low` stops."""
     cluster = Cluster()
+    policy = {"kind": "round_robin"}
     cluster.given(
         0,
-        queue("q", gpu_quota=4, preemption={"within_queue": True}, policy={"kind": "round_robin"}),
+        queue("q", 4, gpu_limit, preemption={"within_queue": True}, policy=policy),
         node("n0", gpu=4),
     )
     cluster.given(0, job("low", "q", gpu=4, priority=1))
@@ -102,24 +103,44 @@ def test_a_preemptor_keeps_naming_only_the_victims_it_still_waits_for() -> None:
     assert kept["facts"] == {"awaiting": ["low1"]}
 
 
-def test_room_promised_to_preemptors_is_summed_again_only_after_a_hold_changes() -> None:
-    # Given a preemptor holding room on n0, and room for three jobs (not for it) on n1
-    cluster = preemptor_waiting()
-    cluster.given(1500, node("n1", gpu=3))
-    real = fitting.Fitter._promised_sums
+def summing_promised_room() -> tuple[list[int], Any]:
     sums: list[int] = []
+    real = fitting.Fitter._promised_sums
 
     def promised_sums(state: Any) -> Any:
         sums.append(state.hold_changes)
         return real(state)
 
-    with mock.patch.object(fitting.Fitter, "_promised_sums", staticmethod(promised_sums)):
+    return sums, mock.patch.object(fitting.Fitter, "_promised_sums", staticmethod(promised_sums))
+
+
+def test_room_promised_to_preemptors_is_summed_again_only_after_a_hold_changes() -> None:
+    # Given a preemptor holding room on n0 in a queue with a limit (which room promised to
+    # preemptors counts against), and room for three jobs (not for it) on n1
+    cluster = preemptor_waiting(gpu_limit=12)
+    cluster.given(1500, node("n1", gpu=3))
+    sums, counting = summing_promised_room()
+    with counting:
         # When three jobs that hold nothing arrive together
         cluster.when(2000, *(job(f"j{i}", "q", gpu=1, priority=1) for i in range(3)))
     # Then all three run on n1, and the promised room was summed once: a dispatch of a job
     # that holds nothing changes no hold
     assert sorted(cluster.dispatched(cluster.last)) == ["j0", "j1", "j2"]
     assert len(sums) == 1
+
+
+def test_room_promised_to_preemptors_is_not_summed_where_nothing_could_breach() -> None:
+    # Given a preemptor holding room on n0 in a queue with no limit, and room on n1
+    cluster = preemptor_waiting()
+    cluster.given(1500, node("n1", gpu=3))
+    sums, counting = summing_promised_room()
+    with counting:
+        # When three preemptible jobs arrive
+        cluster.when(2000, *(job(f"j{i}", "q", gpu=1, priority=1) for i in range(3)))
+    # Then all three run, and no sum was made: no limit on the way up, and no
+    # non-preemptible quota check, can count room held for others
+    assert sorted(cluster.dispatched(cluster.last)) == ["j0", "j1", "j2"]
+    assert sums == []
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
