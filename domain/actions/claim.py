@@ -21,7 +21,9 @@ class Claim:
     def execute(self, cycle: Cycle) -> None:
         state = cycle.state
         ready = []
-        for job_id in sorted(state.holders):
+        # Unsorted: each refresh changes only its own job's awaited victims, so the order
+        # of these steps changes no outcome; the ready ones are then taken in queue order.
+        for job_id in state.holders:
             job = state.jobs.get(job_id)
             if job is None or job.status is not JobStatus.PENDING or not job.held:
                 continue
