@@ -163,23 +163,10 @@ class Session:
         """What trying the job would give, when a look-alike was found blocked in this cycle
         with no lasting change since (see try_schedule), without trying it; else None. Asked
         for every step of a walk over a backlog, so it is the memo lookup alone."""
+        shape = self._shape(job)
         statement = self._statement
-        if statement.tentative:
+        if shape is None or statement.tentative:
             return None
-        # `_shape`'s answer for a job already keyed, inline: a plain pending job whose key
-        # reads priority exactly when its queue's rules may (else `_shape` works it out).
-        shape = job.shape_key
-        if (
-            shape is None
-            or job.held
-            or job.awaiting
-            or job.displaced_by
-            or job.status is not _PENDING
-            or shape.priority is not self._priority_read.get(job.queue)
-        ):
-            shape = self._shape(job)
-            if shape is None:
-                return None
         blocked = self._blocked.get(shape)
         if blocked is not None and blocked[0] == statement.lasting:
             return blocked[1]
@@ -259,10 +246,8 @@ class Session:
     def refresh_awaiting(self, job: Job) -> None:
         """Drops from the job's awaited victims those no longer stopping; a preemptor that
         still waits for all of them (most, every cycle) keeps its set as it is."""
-        jobs = self._state.jobs
         for victim_id in job.awaiting:  # a loop, not all(): asked of every preemptor, twice
-            victim = jobs.get(victim_id)  # still_stopping, inline
-            if victim is None or not victim.stopping:
+            if not self.still_stopping(victim_id):
                 break
         else:
             return
