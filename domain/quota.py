@@ -8,6 +8,7 @@ from domain.events import QueueConfigured, QueueResource
 from domain.resources import RESOURCE_NAMES, Resources, gpu_to_milli
 
 UNLIMITED = -1
+NO_LIMIT = (None, None, None)  # QuotaSpec.limit of a queue capped in no resource
 
 
 def _to_units(name: str, amount: float) -> int:
@@ -26,7 +27,7 @@ class QuotaSpec:
     """
 
     quota: tuple[int, int, int] = (0, 0, 0)
-    limit: tuple[int | None, int | None, int | None] = (None, None, None)
+    limit: tuple[int | None, int | None, int | None] = NO_LIMIT
     weight: tuple[float, float, float] = (1.0, 1.0, 1.0)
     managed: tuple[bool, bool, bool] = (True, True, True)  # False: the queue never mentions it
 

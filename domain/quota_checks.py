@@ -9,7 +9,7 @@ from domain.state import Job, Queue, State
 
 def limit_breach(state: State, job: Job, amount: Resources) -> Reason | None:
     """The first queue on the job's path whose hard limit `amount` more would break."""
-    for queue in state.ancestors(job.queue):
+    for queue in state.limited_path(job.queue):
         breach = queue.quota.limit_breach(queue.subtree_allocated + amount)
         if breach is not None:
             return reason(

@@ -26,6 +26,7 @@ from domain.events import ClusterConfigured
 from domain.fairshare_level import LevelMemo
 from domain.indexes import NodeIndex, PendingIndex
 from domain.queues import Queue
+from domain.quota import NO_LIMIT
 from domain.resources import ZERO, Resources
 
 __all__ = [
@@ -110,6 +111,17 @@ class State(Allocations):
             queue = self.queues[current]
             yield queue
             current = queue.parent
+
+    def limited_path(self, queue_id: str) -> tuple[Queue, ...]:
+        """The queues from this one up to its top level that are capped in some resource
+        (most have no limit), kept until the configuration changes: limits come only from it."""
+        key = ("limited_path", queue_id)
+        path = self.configuration_memo.get(key)
+        if path is None:
+            path = self.configuration_memo[key] = tuple(
+                queue for queue in self.ancestors(queue_id) if queue.quota.limit != NO_LIMIT
+            )
+        return path  # type: ignore[return-value]
 
     def top_level_queues(self) -> tuple[str, ...]:
         memo = self.configuration_memo

@@ -24,7 +24,6 @@ Promised = tuple[dict[str, Resources], dict[str, Resources]]
 # Queue, per-task request (gpu, cpu, memory), tasks, kind: plain values, which hash and
 # compare without a Python call (a `Resources` hashes with one).
 BreachKey = tuple[str, tuple[int, int, int], int, bool, bool]
-NO_LIMIT = (None, None, None)  # QuotaSpec.limit of a queue capped in no resource
 
 
 class Fitter:
@@ -89,7 +88,10 @@ class Fitter:
         allocation, hold or stop changed, and look-alike jobs that differ in priority, say,
         cost one check. A pending job holding room shares the quota and limit verdict, and
         the promised-room verdict with those holding as much as it does (less its own room,
-        the sums are the same)."""
+        the sums are the same). A preemptible job under no limit can breach neither: that is
+        known from the configuration alone, before any key is made."""
+        if job.preemptible and not self._state.limited_path(job.queue):
+            return None
         now = self._allocations()
         if now != self._breaches_at:
             self._breaches_at = now
@@ -135,7 +137,7 @@ class Fitter:
         # Only a limit on the way up, or a non-preemptible job's quota, can be breached by
         # room held for others (most queues have no limit): without either the promised
         # sums are not needed, and not made, however often holds change.
-        limited = [queue for queue in state.ancestors(job.queue) if queue.quota.limit != NO_LIMIT]
+        limited = state.limited_path(job.queue)
         if not limited and job.preemptible:
             return None
         promised_to = self._promised()

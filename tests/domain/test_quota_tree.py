@@ -91,6 +91,24 @@ def test_a_limit_anywhere_on_the_path_caps_the_subtree() -> None:
     assert cluster.why("c") == (ReasonKind.LIMIT, {"queue": "org", "breach": "gpu 3 > limit 2"})
 
 
+def test_a_limit_set_later_on_a_parent_caps_jobs_that_ran_under_no_limit() -> None:
+    # Given a team under an organisation with no limit anywhere, running a job; the team
+    # tries every job it has (round robin), so each pending one meets the cap itself
+    cluster = Cluster()
+    team = gpu_queue("t1", 1, parent="org", policy={"kind": "round_robin"})
+    cluster.given(0, gpu_queue("org", 1), team, node("n1", gpu=8))
+    cluster.when(1, job("a", "t1"))
+    assert cluster.dispatched() == ["a"]
+    # When the organisation is capped at 2 GPUs, and three more jobs come
+    cluster.when(2, gpu_queue("org", 1, limit=2), job("b", "t1"), job("c", "t1"))
+    # Then only one more runs: the cap is read from the configuration as it is now
+    assert cluster.dispatched() == ["b"]
+    cluster.when(3, job("d", "t1"))
+    assert cluster.dispatched() == []
+    assert cluster.why("c") == (ReasonKind.LIMIT, {"queue": "org", "breach": "gpu 3 > limit 2"})
+    assert cluster.why("d") == (ReasonKind.LIMIT, {"queue": "org", "breach": "gpu 3 > limit 2"})
+
+
 def test_parents_own_interactive_jobs_use_only_the_quota_its_children_leave() -> None:
     """Guarantees handed down to children are not used up by the parent's own jobs."""
     cluster = Cluster()
