@@ -137,6 +137,7 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
     layout = DeviceLayout.of(
         capacity.gpu, None if devices is None else (device.index for device in devices)
     )
+    refile = True
     if node is None:
         node = Node(event.node, capacity, dict(event.labels), ts, devices=devices)
         node.gpus.layout = layout
@@ -156,6 +157,9 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
             state.capacity = state.capacity - node.capacity + capacity
             state.fair_share_stale = True
             state.needs_cycle = True
+        elif node.devices == devices and node.labels == event.labels:
+            # Heard again as it was: its room, and what a cycle derived from it, stand.
+            refile = node.gpus.layout != layout
         if node.labels != event.labels:
             node.labels = dict(event.labels)
             state.needs_cycle = True
@@ -165,7 +169,8 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
         node.devices = devices
         node.gpus.layout = layout
         node.last_heartbeat_ts = ts
-    state.node_index.update(node)
+    if refile:
+        state.node_index.update(node)
     heapq.heappush(state.heartbeat_expiry, (ts + state.cluster.heartbeat_timeout_s * 1000, node.id))
 
 

@@ -26,9 +26,9 @@ def counting_plans() -> tuple[list[str], Any]:
     return made, mock.patch.object(consolidate, "plan_moves", plan_moves)
 
 
-def test_a_look_alike_of_a_job_no_plan_could_help_is_not_planned_again() -> None:
-    # Given two 4-GPU nodes, each running a 2-GPU job that may not move: 4 GPUs free in
-    # all, but on no one node
+def half_full_nodes() -> Cluster:
+    """Two 4-GPU nodes, each running a 2-GPU job that may not move: 4 GPUs free in all, but
+    on no one node."""
     cluster = Cluster()
     cluster.given(
         0,
@@ -43,6 +43,12 @@ def test_a_look_alike_of_a_job_no_plan_could_help_is_not_planned_again() -> None
     cluster.agents_obey()
     cluster.finish(3, "a2")
     cluster.finish(3, "b2")
+    return cluster
+
+
+def test_a_look_alike_of_a_job_no_plan_could_help_is_not_planned_again() -> None:
+    # Given two half-full nodes
+    cluster = half_full_nodes()
     made, counting = counting_plans()
     with counting:
         # When a 4-GPU job waits, and a look-alike arrives in a later cycle
@@ -54,6 +60,23 @@ def test_a_look_alike_of_a_job_no_plan_could_help_is_not_planned_again() -> None
         # When a node joins, so the room changes
         cluster.when(12, node("n3", gpu=1))
         # Then the first waiting job is planned for again, and its look-alike is not
+        assert made == ["big", "big"]
+    assert cluster.why("big-2") == cluster.why("big")
+
+
+def test_a_heartbeat_that_repeats_its_node_changes_no_room_so_no_plan_is_made_again() -> None:
+    # Given two half-full nodes, and a 4-GPU job that no plan could help
+    cluster = half_full_nodes()
+    made, counting = counting_plans()
+    with counting:
+        cluster.when(10, job("big", "a", gpu=4))
+        # When both nodes are heard again as they were, and a look-alike arrives
+        cluster.when(11, node("n1", gpu=4), node("n2", gpu=4), job("big-2", "a", gpu=4))
+        # Then no plan is made again: a repeated heartbeat changes no node's room
+        assert made == ["big"]
+        # When a node is heard with a new label (what a selector may choose changes)
+        cluster.when(12, node("n1", gpu=4, labels={"rack": "r1"}))
+        # Then the first waiting job is planned for again
         assert made == ["big", "big"]
     assert cluster.why("big-2") == cluster.why("big")
 
@@ -78,9 +101,22 @@ def fragmenting_arrivals(draw: st.DrawFn) -> list[dict[str, Any]]:
         lines.append(
             {"type": "NodeHeartbeat", "ts": 0, "node": f"n{index}", "capacity": {"gpu": 4}}
         )
+    nodes = index + 1
     ts = 0
     for index in range(draw(st.integers(4, 40))):
         ts += draw(st.sampled_from([0, 1000, 1000, 3000]))
+        if draw(st.booleans()):
+            # A node heard again, as it was or with a label: only the label changes its view.
+            labels = draw(st.sampled_from([{}, {}, {"rack": "r1"}]))
+            lines.append(
+                {
+                    "type": "NodeHeartbeat",
+                    "ts": ts,
+                    "node": f"n{draw(st.integers(0, nodes - 1))}",
+                    "capacity": {"gpu": 4},
+                    "labels": labels,
+                }
+            )
         lines.append(
             {
                 "type": "JobSubmitted",
