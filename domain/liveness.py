@@ -6,14 +6,19 @@ these is not journaled on its own. The sequencer remembers when it last heard ea
 and journals those times in one `NodesAlive` record when the core next has something due, so
 the core's heartbeat expiry (`heartbeat_timeout_s` after the last time a node was heard) still
 fires exactly when it would have, and replay sees the same times. See docs/scheduler.md.
+
+`LivenessTracker` is that memory: the sequencer keeps one (streams/), and the synthetic
+journal of the benchmarks (projections/synthetic.py) keeps one too, so both write the same
+`NodesAlive` records at the same times.
 """
 
 from __future__ import annotations
 
-from domain.events import NodeHeartbeat
+from domain.events import NodeHeartbeat, NodesAlive
+from domain.limits import NODES_ALIVE_MAX
 from domain.state import State
 
-__all__ = ["changes_view", "next_due_ts"]
+__all__ = ["LivenessTracker", "changes_view", "next_due_ts"]
 
 
 def changes_view(state: State, event: NodeHeartbeat) -> bool:
@@ -44,3 +49,74 @@ def next_due_ts(state: State) -> int | None:
             if due is None or expiry < due:
                 due = expiry
     return due
+
+
+class LivenessTracker:
+    """Heartbeats heard but not journaled: node -> the ts of the batch it was last heard in.
+
+    A heartbeat that changes nothing the core sees but time is not journaled (`changes_view`);
+    the tracker keeps the batch ts it arrived at, per node. Those times go into the journal as
+    `NodesAlive` records at the head of a batch when either
+    - the core has something due (a heartbeat expiry or a timer, `next_due_ts`) by the batch's
+      ts, so its cycle sees every node's last heartbeat exactly as if each had been journaled; or
+    - a node heard has less than half its `heartbeat_timeout_s` left on the journal's clock, so
+      the journal always gives every live node at least that much time: a scheduler that
+      restarts (and forgets what it heard) within half the timeout loses no live node.
+    The tracker holds no state the journal needs beyond that. See docs/scheduler.md, Liveness.
+    """
+
+    def __init__(self) -> None:
+        self.heard: dict[str, int] = {}
+        self._refresh_at: int | None = None  # when the earliest heard node's lease is half gone
+
+    def absorb(self, state: State, event: NodeHeartbeat, ts: int) -> bool:
+        """True when the (admitted) heartbeat needs no journal record of its own: it is noted."""
+        if changes_view(state, event):
+            self.heard.pop(event.node, None)  # the journaled heartbeat says more, and later
+            return False
+        self.heard[event.node] = ts
+        refresh = _refresh_at(state, event.node)
+        if self._refresh_at is None or refresh < self._refresh_at:
+            self._refresh_at = refresh
+        return True
+
+    def refresh_at(self) -> int | None:
+        """When the tracker must journal what it heard even if the core has nothing due."""
+        return self._refresh_at if self.heard else None
+
+    def due(self, state: State, ts: int, core_due: int | None = None) -> list[NodesAlive]:
+        """The records to journal at the head of a batch at `ts` (none when not due). The
+        tracker keeps them until `committed` says the journal has them, so an aborted
+        transaction loses no heartbeat. `core_due` is `next_due_ts(state)` when the caller
+        has it already."""
+        if not self.heard:
+            return []
+        if core_due is None:
+            core_due = next_due_ts(state)
+        refresh = self.refresh_at()
+        if (core_due is None or core_due > ts) and (refresh is None or refresh > ts):
+            return []
+        nodes = sorted(self.heard)
+        return [
+            NodesAlive(seen={node: self.heard[node] for node in nodes[i : i + NODES_ALIVE_MAX]})
+            for i in range(0, len(nodes), NODES_ALIVE_MAX)
+        ]
+
+    def committed(self, state: State, records: list[NodesAlive]) -> None:
+        """These records are in the journal: forget what they say (unless heard again since)."""
+        if not records:
+            return
+        for record in records:
+            for node, ts in record.seen.items():
+                if self.heard.get(node) == ts:
+                    del self.heard[node]
+        self._refresh_at = min(
+            (_refresh_at(state, node) for node in self.heard if node in state.nodes),
+            default=None,
+        )
+
+
+def _refresh_at(state: State, node_id: str) -> int:
+    """Half-way through the node's lease on the journal's clock."""
+    timeout_ms = state.cluster.heartbeat_timeout_s * 1000
+    return state.nodes[node_id].last_heartbeat_ts + timeout_ms - timeout_ms // 2

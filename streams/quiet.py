@@ -1,7 +1,7 @@
 """Batches that write nothing: quiet heartbeats, deferred offsets, the core's next due time (I/O shell).
 
 Split from streams/transaction.py. A batch of heartbeats that change nothing the core sees
-writes no record (streams/liveness.py); it needs a transaction only to commit its offsets,
+writes no record (domain/liveness.py); it needs a transaction only to commit its offsets,
 and those may wait for the next transaction that writes, or for tick_ms. So while nothing is
 due, such a batch is noted without entering aiokafka's transaction at all.
 """
@@ -14,12 +14,11 @@ from typing import TypeAlias
 from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from domain.liveness import next_due_ts
+from domain.liveness import LivenessTracker, next_due_ts
 from domain.state import State
 from streams.batch import BatchOutcome, InputKey, next_offsets
 from streams.ingress import quiet_heartbeats
 from streams.kafka_io import Topics
-from streams.liveness import LivenessTracker
 
 __all__ = ["QuietBatches"]
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from domain.decider import initial_state
+from domain.liveness import LivenessTracker
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
 from streams.batch import BatchOutcome, SchedulerFenced
@@ -38,7 +39,6 @@ from streams.kafka_io import (
     read_committed_consumer,
     transactional_producer,
 )
-from streams.liveness import LivenessTracker
 from streams.metrics import SchedulerMonitor
 from streams.recovery import Recovery
 from streams.snapshots import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, SnapshotWriter
@@ -111,7 +111,7 @@ class Scheduler(Recovery, BatchTransactions):
         self.warm = warm
         self.on_started = on_started
         # Heartbeats heard but not journaled (they changed nothing but time); see
-        # streams/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
+        # domain/liveness.py. Lost on a restart at no cost: agents keep heartbeating.
         self.liveness = LivenessTracker()
         self._last_commit_ms = 0  # clock of the last transaction that reached the broker
         self._deferred = {}  # offsets of inputs that wrote nothing, not yet committed

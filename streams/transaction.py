@@ -24,6 +24,7 @@ from domain.codec import encode_journaled
 from domain.decider import apply, close_group
 from domain.events import Event, NodeHeartbeat, NodesAlive, Tick
 from domain.limits import REASON_CHARS_MAX, clip
+from domain.liveness import LivenessTracker
 from domain.plugins import Plugins
 from domain.state import State
 from streams.batch import (
@@ -43,7 +44,6 @@ from streams.batch import (
 )
 from streams.ingress import admit
 from streams.kafka_io import Topics, transactional_producer
-from streams.liveness import LivenessTracker
 from streams.metrics import SchedulerMonitor
 from streams.outbox import Outbox
 from streams.quiet import QuietBatches

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from domain.events import NodeHeartbeat
-from streams.liveness import LivenessTracker
+from domain.liveness import LivenessTracker
 from tests.domain.harness import Cluster, event, node
 
 
