@@ -5,9 +5,12 @@ in; out comes a journal that a replay reproduces exactly. Unlike the offline sim
 whose agent answers at the same ts (so its records are not a sequencer journal), each
 group of records here has its own ts and its cycle runs once, as the sequencer does; agents
 answer a command `answer_ms` later, finish a job `duration_s` after it started, and
-heartbeat every node every `heartbeat_ms` while anything is left to happen. A Tick is
-appended when a policy timer (e.g. a balance timeout) falls due, as the sequencer's ticks
-would wake the scheduler.
+heartbeat every node every `heartbeat_ms` while anything is left to happen. As the sequencer
+does (docs/scheduler.md, Liveness), a heartbeat is journaled only when it changes the core's
+view of its node; the others are noted by a `LivenessTracker` and journaled as `NodesAlive`
+at the head of a group when the core has something due or a lease is half gone. A Tick is
+appended when a policy timer (e.g. a balance timeout) falls due and no `NodesAlive` is owed,
+as the sequencer's ticks would wake the scheduler.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from domain.events import (
     NodeHeartbeat,
     Tick,
 )
+from domain.liveness import LivenessTracker
 
 NEVER = 1 << 62
 
@@ -77,6 +81,7 @@ def journal(
     durations: dict[str, float | None] = {}
     finishes: dict[tuple[str, str, int], int] = {}  # (job, node, attempt) -> agenda number
     beating: set[str] = set()  # nodes with a heartbeat on the agenda
+    liveness = LivenessTracker()  # heartbeats heard but not journaled
     tick_at = NEVER
     source = iter(inputs)
     upcoming = next(source, None)
@@ -89,14 +94,26 @@ def journal(
             group.append(upcoming[1])
             upcoming = next(source, None)
         group += agenda.pop_until(ts)
+        alive = liveness.due(state, ts)  # owed at the head of the group, before its inputs
+        for owed in alive:
+            seq += 1
+            record = JournalRecord(seq=seq, ts=ts, event=owed)
+            state, _ = fold(state, record)
+            yield record
+            if limit is not None and seq >= limit:
+                return
+        liveness.committed(state, alive)
         if tick_at <= ts:
             tick_at = NEVER
-            if not group:
+            if not group and not alive:
                 group.append(Tick())
         for event in group:
             if isinstance(event, NodeHeartbeat):
                 beating.discard(event.node)
             if not isinstance(event, Tick) and accept(state, event) is not None:
+                continue
+            if isinstance(event, NodeHeartbeat) and liveness.absorb(state, event, ts):
+                _beat_again(agenda, beating, event, ts + heartbeat_ms)
                 continue
             if isinstance(event, JobSubmitted):
                 durations[event.job] = event.duration_s
@@ -106,9 +123,8 @@ def journal(
             yield record
             if limit is not None and seq >= limit:
                 return
-            if isinstance(event, NodeHeartbeat) and event.node not in beating:
-                agenda.push(ts + heartbeat_ms, event)
-                beating.add(event.node)
+            if isinstance(event, NodeHeartbeat):
+                _beat_again(agenda, beating, event, ts + heartbeat_ms)
         last_ts = ts
         state, commands = close_group(state)
         for command in commands:
@@ -138,3 +154,10 @@ def journal(
                 )
         if state.timers:
             tick_at = min(tick_at, max(state.timers[0][0], ts + 1))
+
+
+def _beat_again(agenda: _Agenda, beating: set[str], heartbeat: NodeHeartbeat, ts: int) -> None:
+    """The node's agent heartbeats again at `ts`, unless it already has one on the agenda."""
+    if heartbeat.node not in beating:
+        agenda.push(ts, heartbeat)
+        beating.add(heartbeat.node)
