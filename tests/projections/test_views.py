@@ -149,3 +149,43 @@ def test_synthetic_journal_is_a_sequencer_journal_that_runs_every_job_to_its_end
     # agent answer and each finish comes 1 ms after what caused it.
     starts = sorted(e["ts"] for j in view.timelines.values() for e in j if e["event"] == "started")
     assert [s - 1001 for s in starts] == [0, 1, 30_001, 30_002, 60_002]
+
+
+def test_synthetic_journal_notes_quiet_heartbeats_as_the_sequencer_does() -> None:
+    from domain.audit import expected_commands
+    from domain.codec import decode_timed
+    from projections import synthetic
+
+    # Given two nodes whose agents heartbeat every 5 s under a 30 s timeout, and jobs that
+    # keep them busy for five minutes
+    lines: list[dict[str, object]] = [
+        {"type": "ClusterConfigured", "heartbeat_timeout_s": 30, "ts": 0},
+        {"type": "QueueConfigured", "queue": "a", "ts": 0, "resources": {"gpu": {"quota": 2}}},
+        {"type": "NodeHeartbeat", "node": "n1", "ts": 0, "capacity": {"gpu": 1}},
+        {"type": "NodeHeartbeat", "node": "n2", "ts": 0, "capacity": {"gpu": 1}},
+    ] + [
+        {
+            "type": "JobSubmitted",
+            "job": f"j{i}",
+            "queue": "a",
+            "ts": 1000 + i,
+            "duration_s": 60,
+            "resources": {"gpu": 1},
+        }
+        for i in range(10)
+    ]
+    timed = (decode_timed(orjson.dumps(line)) for line in lines)
+    # When the journal is written
+    records = list(synthetic.journal(timed, heartbeat_ms=5_000))
+    kinds = [record.event.type for record in records]
+    # Then only the registrations are journaled as heartbeats; the others arrive as a few
+    # NodesAlive records, at least one per half timeout
+    assert kinds.count("NodeHeartbeat") == 2
+    alive = [record for record in records if record.event.type == "NodesAlive"]
+    assert 20 <= len(alive) < 120  # 5 minutes / 15 s, against 120 heartbeats journaled before
+    # And no node was lost: every job ran once, in turn, and a replay gives the same commands
+    view = build(records)
+    assert sorted(view.state.ended_jobs) == [f"j{i}" for i in range(10)]
+    assert not any(node.lost for node in view.state.nodes.values())
+    commands, _, _ = expected_commands(records)
+    assert [command.type for command in commands] == ["Dispatch"] * 10
