@@ -28,6 +28,7 @@ from domain.events import (
     JobSubmitted,
     JournalRecord,
     NodeHeartbeat,
+    NodesAlive,
     Tick,
 )
 from domain.liveness import LivenessTracker
@@ -95,22 +96,14 @@ def journal(
             upcoming = next(source, None)
         group += agenda.pop_until(ts)
         alive = liveness.due(state, ts)  # owed at the head of the group, before its inputs
-        for owed in alive:
-            seq += 1
-            record = JournalRecord(seq=seq, ts=ts, event=owed)
-            state, _ = fold(state, record)
-            yield record
-            if limit is not None and seq >= limit:
-                return
-        liveness.committed(state, alive)
         if tick_at <= ts:
             tick_at = NEVER
             if not group and not alive:
                 group.append(Tick())
-        for event in group:
+        for event in [*alive, *group]:
             if isinstance(event, NodeHeartbeat):
                 beating.discard(event.node)
-            if not isinstance(event, Tick) and accept(state, event) is not None:
+            if not isinstance(event, Tick | NodesAlive) and accept(state, event) is not None:
                 continue
             if isinstance(event, NodeHeartbeat) and liveness.absorb(state, event, ts):
                 _beat_again(agenda, beating, event, ts + heartbeat_ms)
@@ -125,6 +118,7 @@ def journal(
                 return
             if isinstance(event, NodeHeartbeat):
                 _beat_again(agenda, beating, event, ts + heartbeat_ms)
+        liveness.committed(state, alive)
         last_ts = ts
         state, commands = close_group(state)
         for command in commands:
