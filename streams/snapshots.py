@@ -237,9 +237,9 @@ class SnapshotWriter:
             self.work_s = 0.0
 
     def failed(self, seq: int, now: int) -> None:
-        """Kafka refused the snapshot at `seq`: the next is due a cadence later (records or
-        seconds), so a topic that refuses every snapshot costs one try per cadence, not one
-        per batch."""
+        """Kafka refused the snapshot at `seq`, or the state did not encode: the next is due
+        a cadence later (records or seconds), so a topic that refuses every snapshot, or a
+        state that does not encode, costs one try per cadence, not one per batch."""
         self._sent = None
         self._retry_seq = seq + max(1, self.every_records)
         self._retry_at = now + self.every_ms

@@ -280,8 +280,11 @@ class BatchTransactions(QuietBatches):
             if isinstance(exc, (*RECORD_REFUSALS, *PRODUCER_STATE_ERRORS)):
                 await self._restart_producer()  # as after a refused batch: a new epoch
             return
-        self.snapshots.committed(self.clock())
-        if self.monitor is not None:  # a state that does not encode is logged by the writer
+        if written is None:  # the state did not encode (the writer logged why): tried again
+            self.snapshots.failed(self.state.seq, self.clock())  # a cadence later, not next batch
+        else:
+            self.snapshots.committed(self.clock())
+        if self.monitor is not None:
             self.monitor.snapshots.labels("written" if written else "unencodable").inc()
 
     async def _sequence_one(

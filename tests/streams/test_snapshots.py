@@ -13,6 +13,7 @@ import pytest
 
 from domain.decider import close_group, fold, initial_state
 from domain.snapshot import encode_state
+from domain.state import State
 from streams.kafka_io import Topics, idempotent_producer, read_to_end
 from streams.metrics import SchedulerMonitor
 from streams.replay import read_journal, replay
@@ -171,17 +172,27 @@ async def test_garbage_on_the_snapshot_topic_falls_back_to_the_whole_journal(
 async def test_a_state_that_does_not_encode_costs_the_snapshot_not_the_batch(
     kafka_bootstrap: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(state: object) -> bytes:
+    tried: list[int] = []
+
+    def broken(state: State) -> bytes:
+        tried.append(state.seq)
         raise RuntimeError("cannot encode")
 
     monkeypatch.setattr("streams.snapshots.encode_state", broken)
     topics = await make_topics(kafka_bootstrap)
     cluster = "c-" + uuid.uuid4().hex[:6]
     caplog.set_level(logging.INFO)
-    async with scheduler_with_snapshots(kafka_bootstrap, topics, cluster, every=1):
+    # Given a snapshot due every two records, and a state that does not encode
+    async with scheduler_with_snapshots(kafka_bootstrap, topics, cluster, every=2):
+        # When the second record makes one due, and one more input is journaled
         await seed_cluster(kafka_bootstrap, topics, cluster)  # both inputs journaled
+        await produce(kafka_bootstrap, topics.jobs, [job("job-1")], key="job-1")
+        await wait_journaled(kafka_bootstrap, topics, cluster, lambda r: r.seq == 3)
+    # Then no snapshot was written, and the failed one was not tried again at the next
+    # batch: a cadence later, as a snapshot Kafka refuses
     assert await read_snapshots(kafka_bootstrap, topics.snapshots, cluster) == []
     assert "not written: the state did not encode" in caplog.text
+    assert tried == [2]
 
 
 async def test_a_snapshot_kafka_refuses_costs_the_snapshot_not_the_batch(
