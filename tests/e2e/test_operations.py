@@ -249,11 +249,18 @@ async def test_health_and_liveness_on_the_status_topic(cluster: Cluster) -> None
     agent = _json(cluster.agent_port, "/health")
     assert agent["node"] == "node-1" and agent["running_jobs"] == 3
 
-    status = await read_status(cluster.bootstrap, cluster.topics.prefix)
-    record = status["scheduler/default"]
+    # The status record is published every PUBLISH_S: the one read may predate the last
+    # inputs, so it is read again until it has caught up with the journal.
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        status = await read_status(cluster.bootstrap, cluster.topics.prefix)
+        record = status["scheduler/default"]
+        if record["journal_seq"] >= 8 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.3)
     assert record["instance"] == health["instance"]
     assert verdict(record, time.time()) == "up"
-    assert record["journal_seq"] >= 8
+    assert record["journal_seq"] >= 8  # config, 3 queues, heartbeat, 4 jobs
 
 
 async def test_dashboard_in_headless_chromium(cluster: Cluster, tmp_path: Path) -> None:
