@@ -135,11 +135,10 @@ class Fitter:
         no promise to another, so it is taken out of the sums."""
         state = self._state
         # Only a limit on the way up, or a non-preemptible job's quota, can be breached by
-        # room held for others (most queues have no limit): without either the promised
-        # sums are not needed, and not made, however often holds change.
+        # room held for others (most queues have no limit). `_breach` asks nothing of a
+        # preemptible job under no limit, so for it the promised sums are never made,
+        # however often holds change.
         limited = state.limited_path(job.queue)
-        if not limited and job.preemptible:
-            return None
         promised_to = self._promised()
         if promised_to is None:
             return None
