@@ -114,6 +114,21 @@ def test_api_routes_and_openapi() -> None:
         assert path in spec["paths"]
 
 
+def one_gpu_jobs(count: int, duration_s: int) -> list[dict[str, object]]:
+    """`count` one-GPU jobs of queue a, j0 first, submitted 1 ms apart from ts 1000."""
+    return [
+        {
+            "type": "JobSubmitted",
+            "job": f"j{i}",
+            "queue": "a",
+            "ts": 1000 + i,
+            "duration_s": duration_s,
+            "resources": {"gpu": 1},
+        }
+        for i in range(count)
+    ]
+
+
 def test_synthetic_journal_is_a_sequencer_journal_that_runs_every_job_to_its_end() -> None:
     from domain.audit import expected_commands
     from domain.codec import decode_timed
@@ -127,16 +142,7 @@ def test_synthetic_journal_is_a_sequencer_journal_that_runs_every_job_to_its_end
             "resources": {"gpu": {"quota": 2, "limit": -1}},
         },
         {"type": "NodeHeartbeat", "node": "n1", "ts": 0, "capacity": {"gpu": 2}},
-    ] + [
-        {
-            "type": "JobSubmitted",
-            "job": f"j{i}",
-            "queue": "a",
-            "ts": 1000 + i,
-            "duration_s": 30,
-            "resources": {"gpu": 1},
-        }
-        for i in range(5)
+        *one_gpu_jobs(5, duration_s=30),
     ]
     records = list(synthetic.journal(decode_timed(orjson.dumps(line)) for line in lines))
     stamps = [r.ts for r in records]
@@ -163,16 +169,7 @@ def test_synthetic_journal_notes_quiet_heartbeats_as_the_sequencer_does() -> Non
         {"type": "QueueConfigured", "queue": "a", "ts": 0, "resources": {"gpu": {"quota": 2}}},
         {"type": "NodeHeartbeat", "node": "n1", "ts": 0, "capacity": {"gpu": 1}},
         {"type": "NodeHeartbeat", "node": "n2", "ts": 0, "capacity": {"gpu": 1}},
-    ] + [
-        {
-            "type": "JobSubmitted",
-            "job": f"j{i}",
-            "queue": "a",
-            "ts": 1000 + i,
-            "duration_s": 60,
-            "resources": {"gpu": 1},
-        }
-        for i in range(10)
+        *one_gpu_jobs(10, duration_s=60),
     ]
     timed = (decode_timed(orjson.dumps(line)) for line in lines)
     # When the journal is written
