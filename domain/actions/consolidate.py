@@ -28,6 +28,7 @@ MAX_MOVES = 32
 FAILED_PLANS_MAX = 1024  # job shapes whose failed plan is remembered (State.failed_plans)
 BINPACK = PLACEMENTS["binpack"]
 Selector = tuple[tuple[str, str], ...]
+Stamp = tuple[int, int, int]  # State.allocation_stamp()
 
 
 @dataclass
@@ -109,15 +110,31 @@ def _known_to_fail(cycle: Cycle, job: Job) -> bool:
 
 def _remember_failure(cycle: Cycle, job: Job) -> None:
     stamp = _stamp(cycle)  # a plan rolls back all it tried: the stamp is the one it began at
-    if stamp is None:
-        return
-    failed = cycle.state.failed_plans
+    if stamp is not None:
+        _remember(cycle.state, job.shape(priority=False), stamp)
+
+
+def _remember(state: State, key: tuple[object, ...], stamp: Stamp) -> None:
+    failed = state.failed_plans
     if len(failed) >= FAILED_PLANS_MAX:
         failed.clear()
-    failed[job.shape(priority=False)] = stamp
+    failed[key] = stamp
 
 
-def _stamp(cycle: Cycle) -> tuple[int, int, int] | None:
+def _room_key(
+    cycle: Cycle, job: Job, tasks: int, avoid: frozenset[str]
+) -> tuple[tuple[object, ...], Stamp] | None:
+    """What making room for `tasks` of a pending job reads of it (its request and selector,
+    not its queue: that is read only by the job's own fit once the room is made), with the
+    stamp a plan is remembered at. None inside a checkpoint (see `_stamp`), or for a job
+    that runs somewhere already (it would be no resident of its own plan)."""
+    stamp = _stamp(cycle)
+    if stamp is None or job.placements:
+        return None
+    return ("room", job.per_task, tasks, job.node_selector, avoid), stamp
+
+
+def _stamp(cycle: Cycle) -> Stamp | None:
     """What a failed plan is remembered at: the state's allocation stamp, or None inside a
     checkpoint (a tentative state's stamp comes back once it is rolled back)."""
     return None if cycle.lasting_changes() is None else cycle.state.allocation_stamp()
@@ -129,9 +146,17 @@ def plan_moves(
     """Greedy: empty the nodes with the most free room first, moving the smallest jobs off
     them onto the fullest other nodes that fit (binpack), keeping a move only if it raises how
     many of the job's tasks fit. Everything is tried in statements and rolled back. Nothing
-    lands on `avoid` (nodes whose room only frees once preempted jobs stop)."""
+    lands on `avoid` (nodes whose room only frees once preempted jobs stop).
+
+    Until the room is made, a plan reads of the job only its request, task count and
+    selector: moves that made too little room are remembered under those (`_room_key`) at
+    the allocation stamp, so a job of another queue, kind or priority asking the same is
+    not planned for again while nothing changed (see `_known_to_fail`)."""
     state = cycle.state
     statement = cycle.statement
+    shared = _room_key(cycle, job, tasks, avoid)
+    if shared is not None and state.failed_plans.get(shared[0]) == shared[1]:
+        return None  # a look-alike's moves made no room for all its tasks (in any queue)
     room = Room(state, statement, job)
     landing = _Landing(state)
     everything = statement.checkpoint()
@@ -192,6 +217,8 @@ def plan_moves(
                 room.recount(node_id)
     if room.total >= tasks:
         plan = cycle.fit(job, tasks).plan
+    elif shared is not None:
+        _remember(state, *shared)
     statement.rollback(everything)
     if plan is None or not moves:
         return None

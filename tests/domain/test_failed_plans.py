@@ -81,6 +81,26 @@ def test_a_heartbeat_that_repeats_its_node_changes_no_room_so_no_plan_is_made_ag
     assert cluster.why("big-2") == cluster.why("big")
 
 
+def test_moves_that_made_too_little_room_are_not_planned_again_for_a_job_of_that_request() -> None:
+    # Given two half-full nodes
+    cluster = half_full_nodes()
+    rooms: list[str] = []
+    real_room = consolidate.Room
+
+    def counting_room(state: Any, statement: Any, job: Any) -> Any:
+        rooms.append(job.id)
+        return real_room(state, statement, job)
+
+    with mock.patch.object(consolidate, "Room", counting_room):
+        # When two 4-GPU jobs wait that are no look-alikes (one may not be preempted)
+        cluster.when(10, job("big", "a", gpu=4), job("big-np", "a", gpu=4, preemptible=False))
+        # Then moves were planned for the first only: making room reads the request and the
+        # nodes, not what else the job is (its queue, kind or priority)
+        assert rooms == ["big"]
+        assert cluster.last == []
+    assert cluster.why("big-np") == cluster.why("big")
+
+
 @st.composite
 def fragmenting_arrivals(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Jobs of 1-3 GPUs (one or two tasks) arriving and ending over time on a few 4-GPU
