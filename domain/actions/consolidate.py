@@ -164,22 +164,31 @@ def plan_moves(
     # Nodes that nothing may land on: where the job will go and where moved jobs still run.
     locked: set[str] = set(avoid)
     moved: set[str] = set()
-    # Only nodes that could hold a task once emptied are worth emptying.
+    # Only live nodes the job may use that could hold a task once emptied are worth
+    # emptying, those with the most free GPU first (Node.free.gpu, as the index files it).
+    free_of, per_task = state.node_index.free_of, job.per_task
     targets = sorted(
-        (n for n in room.nodes() if job.per_task.fits_in(state.nodes[n].capacity)),
-        key=lambda node_id: (-state.node_index.free_of(node_id)[0], node_id),  # Node.free.gpu
+        (-free_of(node_id)[0], node_id)
+        for node_id, node in state.nodes.items()
+        if room.usable(node_id) and per_task.fits_in(node.capacity)
     )
     tries = 0
     plan: Plan | None = None
-    for target in targets:
+    jobs = state.jobs
+    for _, target in targets:
         if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
             break
-        residents = [state.jobs[j] for j in state.nodes[target].jobs]
-        residents = [r for r in residents if r.id not in moved and movable(r, job)]
         # Only the resident's old nodes can gain room (its new ones only lose some): when
         # none of them could hold one more task once it leaves, the move cannot help. When
         # that holds for every resident, each is tried in vain and nothing changes.
-        if not any(room.could_grow_lifting(resident) for resident in residents):
+        residents: list[Job] = []
+        could_grow = False
+        for resident_id in state.nodes[target].jobs:
+            resident = jobs[resident_id]
+            if resident_id not in moved and movable(resident, job):
+                residents.append(resident)
+                could_grow = could_grow or room.could_grow_lifting(resident)
+        if not could_grow:
             tries = min(tries + len(residents), MAX_TRIES)
             continue
         residents.sort(key=lambda r: (r.per_task.gpu * r.placed_tasks, r.order, r.id))

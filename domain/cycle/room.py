@@ -87,13 +87,10 @@ class Room:
                     self._copies[node_id] = copies
                     self.total += copies
 
-    def _usable(self, node_id: str) -> bool:
+    def usable(self, node_id: str) -> bool:
+        """Whether the node is live and the job may use it."""
         node = self._state.nodes[node_id]
         return not node.lost and node.matches(self._job.node_selector)
-
-    def nodes(self) -> list[str]:
-        """The live nodes the job may use, sorted (visits every node: for consolidation)."""
-        return [node_id for node_id in sorted(self._state.nodes) if self._usable(node_id)]
 
     def total_if_freed(self, steps: list[VictimStep]) -> int:
         freed: dict[str, list[int]] = {}  # per node, gpu, cpu and memory the steps free
@@ -107,7 +104,7 @@ class Room:
         total = self.total
         asked = self._job.per_task
         for node_id in sorted(freed):
-            if self._usable(node_id):
+            if self.usable(node_id):
                 free = self._state.nodes[node_id].free
                 gpu, cpu, memory = freed[node_id]
                 more = Resources(free.gpu + gpu, free.cpu + cpu, free.memory + memory)
@@ -128,7 +125,7 @@ class Room:
     def could_grow_freeing(self, node_id: str, freed: Resources) -> bool:
         """Whether freeing `freed` on the node could let it hold one more task (the same
         upper bound as `could_grow`)."""
-        if not self._usable(node_id):
+        if not self.usable(node_id):
             return False  # never counted: its copies stay 0
         free = self._state.nodes[node_id].free + freed
         return self._job.per_task.max_copies_in(free) > self.copies(node_id)
@@ -157,7 +154,7 @@ class Room:
         free + freed reaches (copies + 1) times the ask."""
         per_task = self._job.per_task
         need: tuple[int, int, int] | None
-        if not self._usable(node_id):
+        if not self.usable(node_id):
             need = None
         elif per_task.is_zero():  # asks nothing: "a large number" of copies fit anywhere
             grows = self.copies(node_id) < per_task.max_copies_in(ZERO)
@@ -180,18 +177,18 @@ class Room:
         asked, nodes = self._job.per_task, self._state.nodes
         bound = 0
         for node_id, placed in job.placements.items():
-            if self._usable(node_id):
+            if self.usable(node_id):
                 freed = nodes[node_id].free + job.per_task * placed
                 bound += asked.max_copies_in(freed) - self.copies(node_id)
         for node_id, placed in new.items():
-            if self._usable(node_id):
+            if self.usable(node_id):
                 left = nodes[node_id].free - job.per_task * placed
                 bound += asked.max_copies_in(left) - self.copies(node_id)
         return bound
 
     def recount(self, node_id: str) -> None:
         self._needs.pop(node_id, None)
-        if self._usable(node_id):
+        if self.usable(node_id):
             copies = self._state.nodes[node_id].copies(self._job.per_task)
             self.total += copies - self._copies.get(node_id, 0)
             self._copies[node_id] = copies
