@@ -55,6 +55,15 @@ class Allocations:
         self.needs_cycle = True
         queue = self.queues[job.queue]
         queue.running.add(job.id)
+        least = queue.least_task
+        if least is not None:  # unknown stays unknown: it is counted from every job then
+            asked = job.per_task
+            if asked.gpu < least.gpu or asked.cpu < least.cpu or asked.memory < least.memory:
+                queue.least_task = Resources(
+                    min(asked.gpu, least.gpu),
+                    min(asked.cpu, least.cpu),
+                    min(asked.memory, least.memory),
+                )
         if job.min_tasks < job.tasks:
             self.elastic_placed.add(job.id)
         self.node_index.update(node)

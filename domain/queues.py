@@ -34,3 +34,7 @@ class Queue:
     protected: Resources = ZERO  # own non-preemptible jobs' allocation: must stay within quota
     stopped_by: str | None = None  # the job that stopped this queue in the last cycle
     stopped_policy: str | None = None  # the policy kind whose verdict stopped it (for views)
+    # Per resource, at most the per-task request of every job in `running` (None: not known
+    # yet): lowered by Allocations.place, never raised, so a bound and no exact minimum.
+    # The victim search skips a queue whose room is below it. Derived, never saved.
+    least_task: Resources | None = field(default=None, compare=False)
