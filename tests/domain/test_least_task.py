@@ -4,6 +4,8 @@ the bound (`Queue.least_task`) is at most every running job's request after ever
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
@@ -41,10 +43,21 @@ def simulate(lines: list[dict[str, Any]]) -> tuple[list[bytes], list[object]]:
     return out, simulator.seen
 
 
-def listing_every_queue() -> Any:
-    never = mock.patch.object(candidates, "least_task", lambda state, queue_id: NEVER)
-    never_with_moves = mock.patch.object(reclaim_moves, "least_task", lambda state, queue_id: NEVER)
-    return never, never_with_moves
+@contextmanager
+def every_queue_walked() -> Iterator[None]:
+    """No queue skipped: the least request is taken to be below any room."""
+    with (
+        mock.patch.object(candidates, "least_task", lambda state, queue_id: NEVER),
+        mock.patch.object(reclaim_moves, "least_task", lambda state, queue_id: NEVER),
+    ):
+        yield
+
+
+def assert_as_when_every_queue_is_walked(lines: list[dict[str, Any]]) -> None:
+    skipping = simulate(lines)
+    with every_queue_walked():
+        walked = simulate(lines)
+    assert skipping == walked
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -52,11 +65,7 @@ def listing_every_queue() -> Any:
 def test_skipping_queues_by_their_least_request_changes_no_command_or_reason(
     lines: list[dict[str, Any]],
 ) -> None:
-    skipping = simulate(lines)
-    never, never_with_moves = listing_every_queue()
-    with never, never_with_moves:
-        listing = simulate(lines)
-    assert skipping == listing
+    assert_as_when_every_queue_is_walked(lines)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -65,11 +74,7 @@ def test_reclaim_with_moves_skipping_queues_changes_no_command_or_reason(
     lines: list[dict[str, Any]],
 ) -> None:
     # Fragmented nodes and consolidation on: reclaim combined with moves lists victims too.
-    skipping = simulate(lines)
-    never, never_with_moves = listing_every_queue()
-    with never, never_with_moves:
-        listing = simulate(lines)
-    assert skipping == listing
+    assert_as_when_every_queue_is_walked(lines)
 
 
 def over_by_one_gpu() -> Cluster:
@@ -103,8 +108,7 @@ def test_a_queue_that_may_release_less_than_any_of_its_jobs_asks_is_not_walked()
 
     # And the commands and the reason are those given when b's victims are listed
     listed = over_by_one_gpu()
-    never, never_with_moves = listing_every_queue()
-    with never, never_with_moves, mock.patch.object(candidates, "first_tasks", counting):
+    with every_queue_walked(), mock.patch.object(candidates, "first_tasks", counting):
         listed.when(2, job("small", "a", gpu=1))
     assert looked_at == ["big"]
     assert listed.last == cluster.last
