@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from domain.actions.landing import Landing
 from domain.commands import NodeCommand
 from domain.cycle.framework import Cycle, Outcome
 from domain.cycle.room import Room
 from domain.entities import NO_JOBS
 from domain.nodes import dispatch_command
-from domain.placement import PLACEMENTS, Plan, find_placement
+from domain.placement import Plan
 from domain.quota_checks import admission_breach
 from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, State
@@ -26,8 +27,6 @@ from domain.state import Job, JobStatus, State
 MAX_TRIES = 256
 MAX_MOVES = 32
 FAILED_PLANS_MAX = 1024  # job shapes whose failed plan is remembered (State.failed_plans)
-BINPACK = PLACEMENTS["binpack"]
-Selector = tuple[tuple[str, str], ...]
 Stamp = tuple[int, int, int]  # State.allocation_stamp()
 
 
@@ -158,7 +157,7 @@ def plan_moves(
     if shared is not None and state.failed_plans.get(shared[0]) == shared[1]:
         return None  # a look-alike's moves made no room for all its tasks (in any queue)
     room = Room(state, statement, job)
-    landing = _Landing(state)
+    landing = Landing(state)
     everything = statement.checkpoint()
     moves: list[Move] = []
     # Nodes that nothing may land on: where the job will go and where moved jobs still run.
@@ -237,66 +236,6 @@ def plan_moves(
     if len(needed) < len(moves):
         return _without_unneeded(cycle, job, tasks, needed)
     return moves, plan
-
-
-class _Landing:
-    """Where a resident could go (binpack), counted per shape while no move is kept.
-
-    find_placement fills every candidate node in turn, so it fails exactly when the nodes
-    outside `exclude` hold fewer tasks than asked. Per (request, selector) the candidates
-    are listed once and their copies counted lazily, only as far as an answer needs: a
-    resident with nowhere to go then costs a sum over its excluded nodes, not a walk over
-    every candidate. A move tried and rolled back restores every node exactly, so the
-    counts stand until a move is kept (`forget`)."""
-
-    def __init__(self, state: State) -> None:
-        self._state = state
-        self._shapes: dict[tuple[Resources, Selector], _Counted] = {}
-
-    def forget(self) -> None:
-        self._shapes.clear()
-
-    def place(self, resident: Job, tasks: int, exclude: set[str]) -> Plan | None:
-        state = self._state
-        if not resident.held:  # held room widens where it may go: not a general shape
-            key = (resident.per_task, resident.node_selector)
-            if key not in self._shapes:
-                self._shapes[key] = _Counted(state, resident)
-            if not self._shapes[key].hold(tasks, exclude):
-                return None
-        return find_placement(state, resident, tasks, BINPACK, exclude=exclude)
-
-
-class _Counted:
-    """One shape's candidate nodes (binpack order, listed once) and the copies counted on
-    a prefix of them. Exact only because they are the very nodes find_placement walks with
-    BINPACK (the node index's fullest-first order): another strategy here would need its own."""
-
-    def __init__(self, state: State, resident: Job) -> None:
-        self._state = state
-        self._per_task = resident.per_task
-        self._selector = resident.node_selector
-        self._candidates = list(BINPACK.candidates(state, resident.per_task))
-        self._counted = 0  # candidates counted so far
-        self._copies: dict[str, int] = {}  # node -> copies, for counted nodes holding some
-        self._total = 0  # sum of _copies
-
-    def hold(self, tasks: int, exclude: set[str]) -> bool:
-        """Whether the candidates outside `exclude` hold `tasks` copies in all."""
-        copies = self._copies
-        have = self._total - sum(copies.get(node_id, 0) for node_id in exclude)
-        nodes = self._state.nodes
-        while have < tasks and self._counted < len(self._candidates):
-            node_id = self._candidates[self._counted]
-            self._counted += 1
-            node = nodes[node_id]
-            fits = node.copies(self._per_task) if node.matches(self._selector) else 0
-            if fits > 0:
-                copies[node_id] = fits
-                self._total += fits
-                if node_id not in exclude:
-                    have += fits
-        return have >= tasks
 
 
 def _without_unneeded(

@@ -1,0 +1,74 @@
+"""Where a job moved by consolidation could go: binpack, counted per shape (pure).
+
+Split from domain/actions/consolidate.py: `plan_moves` asks `Landing.place` for every
+resident it may move, and most have nowhere to go on a full cluster.
+"""
+
+from __future__ import annotations
+
+from domain.placement import PLACEMENTS, Plan, find_placement
+from domain.resources import Resources
+from domain.state import Job, State
+
+BINPACK = PLACEMENTS["binpack"]
+Selector = tuple[tuple[str, str], ...]
+
+
+class Landing:
+    """Where a resident could go (binpack), counted per shape while no move is kept.
+
+    find_placement fills every candidate node in turn, so it fails exactly when the nodes
+    outside `exclude` hold fewer tasks than asked. Per (request, selector) the candidates
+    are listed once and their copies counted lazily, only as far as an answer needs: a
+    resident with nowhere to go then costs a sum over its excluded nodes, not a walk over
+    every candidate. A move tried and rolled back restores every node exactly, so the
+    counts stand until a move is kept (`forget`)."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._shapes: dict[tuple[Resources, Selector], Counted] = {}
+
+    def forget(self) -> None:
+        self._shapes.clear()
+
+    def place(self, resident: Job, tasks: int, exclude: set[str]) -> Plan | None:
+        state = self._state
+        if not resident.held:  # held room widens where it may go: not a general shape
+            key = (resident.per_task, resident.node_selector)
+            if key not in self._shapes:
+                self._shapes[key] = Counted(state, resident)
+            if not self._shapes[key].hold(tasks, exclude):
+                return None
+        return find_placement(state, resident, tasks, BINPACK, exclude=exclude)
+
+
+class Counted:
+    """One shape's candidate nodes (binpack order, listed once) and the copies counted on
+    a prefix of them. Exact only because they are the very nodes find_placement walks with
+    BINPACK (the node index's fullest-first order): another strategy here would need its own."""
+
+    def __init__(self, state: State, resident: Job) -> None:
+        self._state = state
+        self._per_task = resident.per_task
+        self._selector = resident.node_selector
+        self._candidates = list(BINPACK.candidates(state, resident.per_task))
+        self._counted = 0  # candidates counted so far
+        self._copies: dict[str, int] = {}  # node -> copies, for counted nodes holding some
+        self._total = 0  # sum of _copies
+
+    def hold(self, tasks: int, exclude: set[str]) -> bool:
+        """Whether the candidates outside `exclude` hold `tasks` copies in all."""
+        copies = self._copies
+        have = self._total - sum(copies.get(node_id, 0) for node_id in exclude)
+        nodes = self._state.nodes
+        while have < tasks and self._counted < len(self._candidates):
+            node_id = self._candidates[self._counted]
+            self._counted += 1
+            node = nodes[node_id]
+            fits = node.copies(self._per_task) if node.matches(self._selector) else 0
+            if fits > 0:
+                copies[node_id] = fits
+                self._total += fits
+                if node_id not in exclude:
+                    have += fits
+        return have >= tasks
