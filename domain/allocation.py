@@ -19,6 +19,8 @@ from domain.resources import ZERO, Resources
 
 __all__ = ["Allocations"]
 
+_NONE_YET = 1 << 62  # Allocations.least_task, no job counted yet: above any request
+
 
 class Allocations:
     """The allocation methods of State; the fields they use are State's."""
@@ -30,6 +32,7 @@ class Allocations:
 
     nodes: dict[str, Node]
     queues: dict[str, Queue]
+    jobs: dict[str, Job]
     node_index: NodeIndex
     holders: set[str]
     elastic_placed: set[str]
@@ -56,7 +59,7 @@ class Allocations:
         queue = self.queues[job.queue]
         queue.running.add(job.id)
         least = queue.least_task
-        if least is not None:  # unknown stays unknown: it is counted from every job then
+        if least is not None:  # unknown stays unknown: least_task counts every job then
             asked = job.per_task
             if asked.gpu < least.gpu or asked.cpu < least.cpu or asked.memory < least.memory:
                 queue.least_task = Resources(
@@ -68,6 +71,32 @@ class Allocations:
             self.elastic_placed.add(job.id)
         self.node_index.update(node)
         return devices
+
+    def least_task(self, queue_id: str) -> Resources:
+        """Per resource, at most the per-task request of any job running in the queue
+        (`Queue.least_task`). A victim releases at least one task (one with none placed is
+        no victim), so when this is above what the queue may release in some resource, so
+        is every victim's first step, and the victim search need not list the queue's jobs.
+        `place` lowers it, nothing raises it; where not known yet (a queue new or restored
+        from a snapshot) it is counted from every live job, once for all such queues: a
+        job's tasks run only through `place`, so every job running later is counted."""
+        known = self.queues[queue_id].least_task
+        if known is not None:
+            return known
+        unknown = [queue for queue in self.queues.values() if queue.least_task is None]
+        least = {queue.id: [_NONE_YET, _NONE_YET, _NONE_YET] for queue in unknown}
+        for job in self.jobs.values():
+            amounts = least.get(job.queue)
+            if amounts is not None:
+                asked = job.per_task
+                amounts[0] = min(amounts[0], asked.gpu)
+                amounts[1] = min(amounts[1], asked.cpu)
+                amounts[2] = min(amounts[2], asked.memory)
+        for queue in unknown:
+            queue.least_task = Resources(*least[queue.id])
+        found = self.queues[queue_id].least_task
+        assert found is not None
+        return found
 
     def _take_placed(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
         """Takes `tasks` of the job's placed tasks off its placements on a node: the latest

@@ -26,7 +26,7 @@ class Landing:
 
     def __init__(self, state: State) -> None:
         self._state = state
-        self._shapes: dict[tuple[Resources, Selector], Counted] = {}
+        self._shapes: dict[tuple[Resources, Selector], _Counted] = {}
 
     def forget(self) -> None:
         self._shapes.clear()
@@ -36,13 +36,13 @@ class Landing:
         if not resident.held:  # held room widens where it may go: not a general shape
             key = (resident.per_task, resident.node_selector)
             if key not in self._shapes:
-                self._shapes[key] = Counted(state, resident)
+                self._shapes[key] = _Counted(state, resident)
             if not self._shapes[key].hold(tasks, exclude):
                 return None
         return find_placement(state, resident, tasks, BINPACK, exclude=exclude)
 
 
-class Counted:
+class _Counted:
     """One shape's candidate nodes (binpack order, listed once) and the copies counted on
     a prefix of them. Exact only because they are the very nodes find_placement walks with
     BINPACK (the node index's fullest-first order): another strategy here would need its own."""

@@ -15,7 +15,6 @@ job; at most MAX_PLANS jobs planned per cycle, and a job shape whose plan failed
 from __future__ import annotations
 
 from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
-from domain.cycle.candidates import least_task
 from domain.cycle.displacement import superiors_key
 from domain.cycle.framework import (
     Cycle,
@@ -112,8 +111,8 @@ def _plan(
         room = None if bound is None else bound.release_room(cycle, job, queue_id)
         if room is not None:
             rooms[queue_id] = room
-            if exceeds_release_room(least_task(state, queue_id), room):
-                continue  # it would refuse each of its running jobs (see least_task)
+            if exceeds_release_room(state.least_task(queue_id), room):
+                continue  # it would refuse each of its running jobs (State.least_task)
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
             if room is not None and exceeds_release_room(
                 victim.per_task, room, victim.placed_tasks

@@ -20,8 +20,7 @@ from domain.cycle.framework import (
     exceeds_release_room,
 )
 from domain.cycle.room import VictimStep, victim_steps
-from domain.resources import Resources
-from domain.state import Job, State
+from domain.state import Job
 
 
 class Admission(Protocol):
@@ -54,7 +53,7 @@ def candidate_steps(
     steps: list[VictimStep] = []
     for queue_id in rule.candidate_queues(cycle, job):
         room = None if bound is None else bound.release_room(cycle, job, queue_id)
-        if room is not None and exceeds_release_room(least_task(state, queue_id), room):
+        if room is not None and exceeds_release_room(state.least_task(queue_id), room):
             continue  # the room refuses even the least request of its running jobs
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
             if room is not None and exceeds_release_room(
@@ -78,36 +77,6 @@ def candidate_steps(
                 own = within_room(own, room)
             steps += own
     return steps
-
-
-def least_task(state: State, queue_id: str) -> Resources:
-    """Per resource, at most the per-task request of any job running in the queue. A
-    victim releases at least one task (one with none placed is no victim), so when this is
-    above what the queue may release in some resource, so is every victim's first step,
-    and the queue's victims need not be listed: the same steps, without the walk.
-    Kept by Allocations.place (lowered, never raised); where not known yet (a queue new
-    or restored from a snapshot), counted from every live job, once for all such queues:
-    a job's tasks run only through `place`, so every job running later is counted."""
-    known = state.queues[queue_id].least_task
-    if known is not None:
-        return known
-    unknown = [queue for queue in state.queues.values() if queue.least_task is None]
-    least = {queue.id: [_NONE_YET, _NONE_YET, _NONE_YET] for queue in unknown}
-    for job in state.jobs.values():
-        amounts = least.get(job.queue)
-        if amounts is not None:
-            asked = job.per_task
-            amounts[0] = min(amounts[0], asked.gpu)
-            amounts[1] = min(amounts[1], asked.cpu)
-            amounts[2] = min(amounts[2], asked.memory)
-    for queue in unknown:
-        queue.least_task = Resources(*least[queue.id])
-    found = state.queues[queue_id].least_task
-    assert found is not None
-    return found
-
-
-_NONE_YET = 1 << 62  # no job counted: above any request
 
 
 def look_alike(victim: Job, superiors: frozenset[str]) -> tuple[object, ...] | None:

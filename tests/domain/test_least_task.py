@@ -12,9 +12,9 @@ from unittest import mock
 import orjson
 from hypothesis import HealthCheck, given, settings
 
-from domain.actions import reclaim_moves
 from domain.cycle import candidates
 from domain.resources import Resources
+from domain.state import State
 from tests.domain.harness import Cluster, job, node, queue
 from tests.domain.test_blocked_shapes import WatchedSimulator
 from tests.domain.test_failed_plans import fragmenting_arrivals
@@ -46,10 +46,7 @@ def simulate(lines: list[dict[str, Any]]) -> tuple[list[bytes], list[object]]:
 @contextmanager
 def every_queue_walked() -> Iterator[None]:
     """No queue skipped: the least request is taken to be below any room."""
-    with (
-        mock.patch.object(candidates, "least_task", lambda state, queue_id: NEVER),
-        mock.patch.object(reclaim_moves, "least_task", lambda state, queue_id: NEVER),
-    ):
+    with mock.patch.object(State, "least_task", lambda state, queue_id: NEVER):
         yield
 
 
