@@ -21,11 +21,16 @@ class PendingIndex:
     a walk over a long queue reads no table and no id (a snapshot writes order and id only).
     """
 
-    __slots__ = ("_lists", "_size")
+    __slots__ = ("_lists", "_size", "touched", "version")
 
     def __init__(self) -> None:
         self._lists: dict[tuple[bool, int], list[PendingEntry]] = {}
         self._size = 0
+        # For the queue's settled walk (domain/actions/settled_walk.py): bumped when a job
+        # joins or leaves; and, while the walk is kept, the ids of the pending jobs a
+        # statement changed since (Statement.touch), else None.
+        self.version = 0
+        self.touched: set[str] | None = None
 
     def __len__(self) -> int:
         return self._size
@@ -36,6 +41,7 @@ class PendingIndex:
             (job.order, job.id, job),
         )
         self._size += 1
+        self.version += 1
 
     def remove(self, job: Job) -> None:
         entries = self._lists[(job.interactive, job.priority)]
@@ -44,6 +50,7 @@ class PendingIndex:
         if index < len(entries) and entries[index][1] == job.id:
             del entries[index]
             self._size -= 1
+            self.version += 1
 
     def lists(self) -> list[tuple[tuple[bool, int], list[PendingEntry]]]:
         return sorted(self._lists.items(), key=_LIST_KEY)

@@ -30,7 +30,7 @@ from typing import TypeVar
 from domain.commands import NodeCommand
 from domain.devices import Assignment
 from domain.resources import Resources
-from domain.state import Job, State
+from domain.state import Job, JobStatus, State
 
 Undo = Callable[[], None]
 # Fields the cycle sets for the views and the queue policies' verdicts (why a job waits, since
@@ -44,9 +44,10 @@ class Statement:
     def __init__(self, state: State) -> None:
         self._state = state
         self._undo: list[Undo] = []
-        # (undo length, commands length, the state's hold changes) per checkpoint
-        self._marks: list[tuple[int, int, int]] = []
+        # (undo length, commands length, the state's hold changes, touched length) per checkpoint
+        self._marks: list[tuple[int, int, int, int]] = []
         self._commands: list[NodeCommand] = []
+        self._touched: list[Job] = []  # jobs changed under the open checkpoints (touch)
         self.epoch = 0  # bumped by every change to nodes' allocations and holds, and rollback
         self.frees = 0  # bumped whenever free capacity may have grown (and on every rollback)
         self.lasting = 0  # bumped by every change that is not tentative (see the docstring)
@@ -55,18 +56,21 @@ class Statement:
 
     def checkpoint(self) -> int:
         """Opens a checkpoint: what follows can be rolled back to here."""
-        self._marks.append((len(self._undo), len(self._commands), self._state.hold_changes))
+        self._marks.append(
+            (len(self._undo), len(self._commands), self._state.hold_changes, len(self._touched))
+        )
         return len(self._marks) - 1
 
     def rollback(self, checkpoint: int) -> None:
         """Undoes everything since `checkpoint` (and closes it and any inner one)."""
         self._open(checkpoint)
-        undo_mark, command_mark, hold_changes = self._marks[checkpoint]
+        undo_mark, command_mark, hold_changes, touched_mark = self._marks[checkpoint]
         while len(self._undo) > undo_mark:
             self._undo.pop()()
         if self._state.hold_changes != hold_changes:
             self._state.hold_changes += 1  # the holds are put back: a new version of them
         del self._commands[command_mark:]
+        del self._touched[touched_mark:]
         del self._marks[checkpoint:]
         self.epoch += 1
         self.frees += 1
@@ -78,6 +82,9 @@ class Statement:
         if not self._marks:
             self._undo.clear()
             self.lasting += 1
+            for job in self._touched:
+                self._note(job)
+            self._touched.clear()
 
     def commit(self) -> list[NodeCommand]:
         """The cycle's commands, in the order they were emitted; the statement starts afresh."""
@@ -136,12 +143,32 @@ class Statement:
         """Sets one field of a job or queue (status, attempt, awaiting, reasons, ...). A value
         equal to the field's is no lasting change: a preemptor still waiting for the same
         victims, retried every cycle, must not void what the cycle derived."""
+        if type(target) is Job and getattr(target, name) is not value:
+            self.touch(target)
         if self._marks:
             old = getattr(target, name)
             self._undo.append(lambda: setattr(target, name, old))
         elif name not in VIEW_FIELDS and getattr(target, name) != value:
             self.lasting += 1
         setattr(target, name, value)
+
+    def touch(self, job: Job) -> None:
+        """Notes that the job changed, for its queue's settled walk (domain/actions/
+        settled_walk.py): noted among its queue's touched jobs if it is pending (any other
+        job changes the walk only by joining the list, which is noted apart); under a
+        checkpoint, only once the change is kept (rolled back, it is undone)."""
+        if job.status is not JobStatus.PENDING:
+            return  # it joins the pending list, which is a change of its own
+        if self._marks:
+            self._touched.append(job)
+        else:
+            self._note(job)
+
+    def _note(self, job: Job) -> None:
+        queue = self._state.queues.get(job.queue)
+        touched = None if queue is None else queue.pending.touched
+        if touched is not None:
+            touched.add(job.id)
 
     # -- changes that are never tentative -------------------------------------------------
 
@@ -216,6 +243,7 @@ class Statement:
 
     def _record(self, job: Job, node_ids: Iterable[str]) -> None:
         """Remembers everything a change to the job on these nodes may touch."""
+        self.touch(job)
         if self._marks:
             self._undo.append(_memento(self._state, job, node_ids))
         else:
