@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from enum import Enum
 
 from domain.actions.reclaim_again import note_blocked, note_dequeued
+from domain.actions.settled_walk import forget_idle, walk
 from domain.cycle.framework import Cycle, Outcome, QueuePolicy, Verdict
-from domain.cycle.ordering import QueueKey, pending_in_order, queue_key
+from domain.cycle.ordering import QueueKey, queue_key
 from domain.reasons import Reason
 from domain.state import Job, Queue
 
@@ -41,6 +42,7 @@ class Allocate:
                 statement.set(queue, "stopped_policy", None)
             if len(queue.pending):
                 waiting.append(queue_id)
+        forget_idle(cycle, waiting)
         # A lone queue is never ranked against another (a requeue with an empty heap keeps
         # it first), so its key is not computed.
         lone = len(waiting) == 1
@@ -65,10 +67,7 @@ class Allocate:
             walking = cursors.get(queue_id)
             if walking is None:
                 policy = cycle.policy(queue)
-                walking = cursors[queue_id] = (
-                    pending_in_order(queue, policy, cycle.ts),
-                    policy,
-                )
+                walking = cursors[queue_id] = (walk(cycle, queue, policy), policy)
             cursor, policy = walking
             for job in cursor:
                 known = known_verdict(job)

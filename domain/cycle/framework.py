@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from domain.commands import DispatchReason, Preempt, PreemptReason
 from domain.cycle.statement import Statement
+from domain.entities import ShapeKey
 from domain.placement import PlacementStrategy, Plan
 from domain.reasons import Reason
 from domain.resources import ZERO, Resources
@@ -96,10 +97,13 @@ class QueuePolicy(Protocol):
 
     `kind` is the policy's name in QueueConfigured.policy.kind; `blocking` and `skipping`
     say, in a sentence ending before the core's own reason, why a blocked job stops its
-    queue or is skipped (the pending view); `stops_queue_in_view` is False for a policy
-    that never stops its queue (round-robin), so the view can say so."""
+    queue or is skipped (the pending view). `walk_settles` is True only for a policy that
+    skips every blocked job and orders jobs without reading time (round robin): Allocate
+    may then step only the first job of each shape of a queue it found all blocked, while
+    none of its pending jobs changes (domain/actions/settled_walk.py)."""
 
     kind: str
+    walk_settles: bool
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         """The priority the job is ordered by now; must not rise along a list of equal
@@ -258,6 +262,9 @@ class Cycle(CycleView, Protocol):
 
     def known_verdict(self, job: Job) -> tuple[Outcome, Reason | None] | None:
         """What try_schedule would give, known without a try (a blocked look-alike's)."""
+
+    def look_alike_key(self, job: Job) -> ShapeKey | None:
+        """The key the job's look-alikes share, or None for a job always tried in full."""
 
     def still_stopping(self, job_id: str) -> bool: ...
 

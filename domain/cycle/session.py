@@ -172,6 +172,9 @@ class Session:
             return blocked[1]
         return None
 
+    def look_alike_key(self, job: Job) -> ShapeKey | None:
+        return self._shape(job)
+
     def _try(self, job: Job) -> tuple[Outcome, Reason | None]:
         if job.awaiting:
             self.refresh_awaiting(job)

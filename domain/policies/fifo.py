@@ -8,6 +8,7 @@ from domain.state import Job, Queue
 
 class Fifo:
     kind = "fifo"
+    walk_settles = False
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         return job.priority

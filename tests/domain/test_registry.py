@@ -20,6 +20,7 @@ class Patient:
     behind it, and the pending view says so in the policy's own words."""
 
     kind = "patient"
+    walk_settles = False  # True would let Allocate step only a first job per shape when settled
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         return job.priority
