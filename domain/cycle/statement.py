@@ -143,12 +143,12 @@ class Statement:
         """Sets one field of a job or queue (status, attempt, awaiting, reasons, ...). A value
         equal to the field's is no lasting change: a preemptor still waiting for the same
         victims, retried every cycle, must not void what the cycle derived."""
-        if type(target) is Job and getattr(target, name) is not value:
+        old = getattr(target, name)
+        if old is not value and type(target) is Job:
             self.touch(target)
         if self._marks:
-            old = getattr(target, name)
             self._undo.append(lambda: setattr(target, name, old))
-        elif name not in VIEW_FIELDS and getattr(target, name) != value:
+        elif name not in VIEW_FIELDS and old != value:
             self.lasting += 1
         setattr(target, name, value)
 
@@ -159,10 +159,14 @@ class Statement:
         checkpoint, only once the change is kept (rolled back, it is undone)."""
         if job.status is not JobStatus.PENDING:
             return  # it joins the pending list, which is a change of its own
+        queue = self._state.queues.get(job.queue)
+        touched = None if queue is None else queue.pending.touched
+        if touched is None:
+            return  # no settled walk of its queue to void (one is kept only between walks)
         if self._marks:
             self._touched.append(job)
         else:
-            self._note(job)
+            touched.add(job.id)
 
     def _note(self, job: Job) -> None:
         queue = self._state.queues.get(job.queue)

@@ -11,7 +11,7 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 
-from domain.actions import allocate
+from domain.actions import allocate, settled_walk
 from domain.cycle.framework import Cycle, QueuePolicy
 from domain.cycle.statement import Statement
 from domain.policies.round_robin import RoundRobin
@@ -36,8 +36,16 @@ def every_job_stepped() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def settling_every_walk() -> Iterator[None]:
+    """Queues of any length settle (the small ones here are below SETTLE_FROM)."""
+    with mock.patch.object(settled_walk, "SETTLE_FROM", 0):
+        yield
+
+
 def assert_as_when_every_job_is_stepped(lines: list[dict[str, Any]]) -> None:
-    settled = simulate(lines)
+    with settling_every_walk():
+        settled = simulate(lines)
     with every_job_stepped():
         stepped = simulate(lines)
     assert settled == stepped
@@ -82,9 +90,12 @@ class Steps:
             yield stepped
 
 
+ONES, TWOS = 60, 20  # queue b's backlog: at least SETTLE_FROM jobs
+
+
 def backlog_behind_a_full_node() -> Cluster:
     """A 4-GPU node that a 4-GPU job of queue a fills; queue b, round robin, waits with
-    twenty one-GPU jobs and ten two-GPU jobs, all blocked."""
+    sixty one-GPU jobs and twenty two-GPU jobs, all blocked."""
     cluster = Cluster()
     cluster.given(
         0,
@@ -94,8 +105,8 @@ def backlog_behind_a_full_node() -> Cluster:
     )
     cluster.given(0, job("big", "a", gpu=4, preemptible=False))
     cluster.agents_obey()
-    backlog = [job(f"one{i:02d}", "b", gpu=1) for i in range(20)]
-    backlog += [job(f"two{i:02d}", "b", gpu=2) for i in range(10)]
+    backlog = [job(f"one{i:02d}", "b", gpu=1) for i in range(ONES)]
+    backlog += [job(f"two{i:02d}", "b", gpu=2) for i in range(TWOS)]
     cluster.given(1000, *backlog)
     return cluster
 
@@ -107,7 +118,9 @@ def test_a_walk_that_found_every_job_blocked_steps_only_each_shapes_first_job_ne
         cluster.when(2000, job("late", "a", gpu=1))  # a cycle in which nothing can start
 
     assert sorted(steps.jobs) == ["late", "one00", "two00"]  # "late" in queue a, fifo
-    assert {cluster.reason(f"one{i:02d}").text for i in range(20)} == {cluster.reason("one00").text}
+    assert {cluster.reason(f"one{i:02d}").text for i in range(ONES)} == {
+        cluster.reason("one00").text
+    }
 
 
 def test_when_a_shapes_reason_changes_every_look_alike_is_given_the_new_reason() -> None:
@@ -119,9 +132,9 @@ def test_when_a_shapes_reason_changes_every_look_alike_is_given_the_new_reason()
 
     assert steps.jobs == ["one00", "two00"]
     assert cluster.reason("one07").text != before
-    for index in range(20):
+    for index in range(ONES):
         assert cluster.reason(f"one{index:02d}") == cluster.reason("one00")
-    for index in range(10):
+    for index in range(TWOS):
         assert cluster.reason(f"two{index:02d}") == cluster.reason("two00")
 
 
@@ -131,7 +144,7 @@ def test_a_look_alike_that_leaves_makes_the_next_walk_step_every_job() -> None:
     with mock.patch.object(allocate, "walk", steps):
         cluster.when(2000, event("JobCancelled", job="one05"))
 
-    assert len(steps.jobs) == 29  # every job left in queue b
+    assert len(steps.jobs) == ONES + TWOS - 1  # every job left in queue b
     steps.jobs.clear()
     with mock.patch.object(allocate, "walk", steps):
         cluster.when(3000, job("late", "a", gpu=1))
@@ -143,7 +156,7 @@ def test_when_room_frees_the_walk_goes_on_in_full_from_the_first_job_that_fits()
     commands = cluster.finish(2000, "big")
 
     assert sorted(cluster.dispatched(commands)) == ["one00", "one01", "one02", "one03"]
-    assert cluster.reason("one19").text == cluster.reason("one04").text
+    assert cluster.reason("one59").text == cluster.reason("one04").text
 
 
 def test_a_statement_that_changes_a_look_alike_makes_the_next_walk_step_every_job() -> None:
@@ -154,7 +167,7 @@ def test_a_statement_that_changes_a_look_alike_makes_the_next_walk_step_every_jo
     steps = Steps()
     with mock.patch.object(allocate, "walk", steps):
         cluster.when(2000, job("late", "a", gpu=1))
-    assert len(steps.jobs) == 31  # "late" and all thirty of queue b
+    assert len(steps.jobs) == 1 + ONES + TWOS  # "late" and every job of queue b
 
 
 def test_a_change_rolled_back_is_no_change_to_the_walk() -> None:
@@ -169,3 +182,21 @@ def test_a_change_rolled_back_is_no_change_to_the_walk() -> None:
     with mock.patch.object(allocate, "walk", steps):
         cluster.when(2000, job("late", "a", gpu=1))
     assert sorted(steps.jobs) == ["late", "one00", "two00"]
+
+
+def test_a_queue_with_fewer_pending_jobs_than_settle_from_is_walked_in_full() -> None:
+    cluster = Cluster()
+    cluster.given(
+        0,
+        queue("a", gpu_quota=4),
+        queue("b", gpu_quota=0, policy={"kind": "round_robin"}),
+        node("n1", gpu=4),
+    )
+    cluster.given(0, job("big", "a", gpu=4, preemptible=False))
+    cluster.agents_obey()
+    cluster.given(1000, *(job(f"one{i:02d}", "b", gpu=1) for i in range(10)))
+
+    steps = Steps()
+    with mock.patch.object(allocate, "walk", steps):
+        cluster.when(2000, job("late", "a", gpu=1))
+    assert len(steps.jobs) == 11
