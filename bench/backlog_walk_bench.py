@@ -6,7 +6,10 @@ One 8-GPU node runs an 8-GPU job; a round-robin queue then holds `--jobs` one-GP
 three priorities. Round-robin tries every pending job in every cycle, and all of them are
 blocked for the same reason, so a cycle is the walk: one full try per shape and a step per
 other job. Runs seven cycles (the first sets every job's reason) and prints the fastest's
-CPU time, per job. `--root` runs another source tree's core (for before/after).
+CPU time, per job. Since stop 35 the cycle that folds the backlog walks every job and settles
+the walk (docs/policies.md, "Settled walks"), so each of the seven steps only the first job
+of each shape: the time no longer grows with `--jobs`. `--root` runs another source tree's
+core (for before/after).
 """
 
 from __future__ import annotations
