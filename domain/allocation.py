@@ -20,6 +20,7 @@ from domain.resources import ZERO, Resources
 __all__ = ["Allocations"]
 
 _NONE_YET = 1 << 62  # Allocations.least_task, no job counted yet: above any request
+STOPS_ENDED_MAX = 4096  # stops ended that Allocations.stop_ended keeps for Claim
 
 
 class Allocations:
@@ -35,6 +36,8 @@ class Allocations:
     jobs: dict[str, Job]
     node_index: NodeIndex
     holders: set[str]
+    awaiting_checked: set[str]
+    stops_ended: set[str]
     elastic_placed: set[str]
     hold_changes: int
     freed: int
@@ -132,7 +135,17 @@ class Allocations:
         stop = job.stopping.pop(node_id, None)
         if stop is not None:
             self._count_stopping(job, node_id, stop, -1)
+            self.stop_ended(job.id)
         return stop
+
+    def stop_ended(self, job_id: str) -> None:
+        """Notes, for Claim, that a job may have stopped being a victim that stops."""
+        if len(self.stops_ended) >= STOPS_ENDED_MAX:
+            # Claim has not looked for a long while (or is not among the actions): it will
+            # look at every holder again instead.
+            self.awaiting_checked.clear()
+            self.stops_ended.clear()
+        self.stops_ended.add(job_id)
 
     def _count_stopping(self, job: Job, node_id: str, stop: Stopping, sign: int) -> None:
         amount = job.per_task * (sign * stop.tasks)

@@ -47,6 +47,8 @@ DERIVED_STATE = frozenset(
         "fair_share_levels",
         "fair_share_due",
         "hold_changes",
+        "awaiting_checked",
+        "stops_ended",
         "configuration_memo",
         "configuration_changes",
         "failed_plans",

@@ -76,6 +76,12 @@ class State(Allocations):
     # costs one set insert per placement instead of a scan of every running job each cycle.
     elastic_placed: set[str] = field(default_factory=set)
     holders: set[str] = field(default_factory=set)  # jobs with room held for them
+    # Holders all of whose awaited victims were still stopping when Claim last looked, and
+    # the jobs whose stop on some node ended (or that ended) since: Claim looks again only at
+    # the other holders and those awaiting one of these jobs (domain/actions/claim.py).
+    # Derived, never saved: a loaded state has none checked, so Claim looks at every holder.
+    awaiting_checked: set[str] = field(default_factory=set, compare=False)
+    stops_ended: set[str] = field(default_factory=set, compare=False)
     # Bumped by every change to what is held for pending jobs (a hold, a drop, a holder
     # pending again) and by a rollback that undid one: the fitter keeps its sums of promised
     # room while it stands still. A counter, never saved.
@@ -195,6 +201,7 @@ class State(Allocations):
         self.drop_holds(job)
         job.status = status
         del self.jobs[job.id]
+        self.stop_ended(job.id)  # a victim that ends is no longer stopping
         self.ended_jobs[job.id] = status
         self.fair_share_stale = True
         self.fair_share_dirty.add(queue.id)

@@ -21,15 +21,23 @@ class Claim:
     def execute(self, cycle: Cycle) -> None:
         state = cycle.state
         ready = []
+        still: set[str] = set()
         # Unsorted: each refresh changes only its own job's awaited victims, so the order
         # of these steps changes no outcome; the ready ones are then taken in queue order.
         for job_id in state.holders:
             job = state.jobs.get(job_id)
             if job is None or job.status is not JobStatus.PENDING or not job.held:
                 continue
+            # Not looked at again if every victim it awaits was stopping when Claim last
+            # looked and none has stopped since (Session.refresh_awaiting).
             cycle.refresh_awaiting(job)
-            if not job.awaiting:
+            if job.awaiting:
+                still.add(job_id)
+            else:
                 ready.append(job)
+        # No stop ends later in a cycle (only events and Settle, before Claim, end one).
+        state.awaiting_checked = still
+        state.stops_ended.clear()
         for job in sorted(ready, key=lambda job: job.pending_key()):
             for tasks in cycle.sizes(job):
                 attempt = cycle.fit(job, tasks)

@@ -248,7 +248,12 @@ class Session:
 
     def refresh_awaiting(self, job: Job) -> None:
         """Drops from the job's awaited victims those no longer stopping; a preemptor that
-        still waits for all of them (most, every cycle) keeps its set as it is."""
+        still waits for all of them (most, every cycle) keeps its set as it is. One that Claim
+        found waiting for victims all still stopping, none of which has stopped since
+        (`State.awaiting_checked`, `State.stops_ended`), is not looked at again."""
+        state = self._state
+        if job.id in state.awaiting_checked and job.awaiting.isdisjoint(state.stops_ended):
+            return
         for victim_id in job.awaiting:  # a loop, not all(): asked of every preemptor, twice
             if not self.still_stopping(victim_id):
                 break

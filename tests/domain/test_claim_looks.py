@@ -1,0 +1,121 @@
+"""Claim looks again only at the preemptors one of whose victims stopped since it last looked
+(or that it has not looked at): the same commands and reasons as when it looks at every
+holder in every cycle (given / when / then)."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+
+from domain.cycle.session import Session
+from domain.snapshot import decode_state, encode_state
+from tests.domain.harness import event, job
+from tests.domain.test_blocked_shapes import WatchedSimulator, look_alike_backlogs
+from tests.domain.test_failed_plans import fragmenting_arrivals
+from tests.domain.test_reclaim_properties import scenarios
+from tests.domain.test_waiting_preemptor_fit import preemptor_of_two_tasks_waiting
+
+
+class LookingAtEveryHolder(WatchedSimulator):
+    """Claim has checked no holder before any cycle, so it looks at every one."""
+
+    def _cycle_and_answer(self, ts: int) -> None:
+        self.state.awaiting_checked.clear()
+        super()._cycle_and_answer(ts)
+
+
+def simulate(simulator: WatchedSimulator, lines: list[dict[str, Any]]) -> object:
+    out = [orjson.dumps(o) for o in simulator.run(orjson.dumps(line) for line in lines)]
+    return out, simulator.seen
+
+
+def assert_as_when_claim_looks_at_every_holder(lines: list[dict[str, Any]]) -> None:
+    assert simulate(WatchedSimulator(), lines) == simulate(LookingAtEveryHolder(), lines)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_claims_looks_under_reclaim_change_no_command_or_reason(
+    lines: list[dict[str, Any]],
+) -> None:
+    assert_as_when_claim_looks_at_every_holder(lines)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(look_alike_backlogs())
+def test_claims_looks_under_priority_preemption_change_no_command_or_reason(
+    lines: list[dict[str, Any]],
+) -> None:
+    assert_as_when_claim_looks_at_every_holder(lines)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fragmenting_arrivals())
+def test_claims_looks_under_consolidation_change_no_command_or_reason(
+    lines: list[dict[str, Any]],
+) -> None:
+    # Consolidation's moves are awaited too: a moved job's old tasks stop.
+    assert_as_when_claim_looks_at_every_holder(lines)
+
+
+def victims_looked_at() -> tuple[list[str], Any]:
+    """Notes each victim whose stop the cycle looks at (Session.still_stopping)."""
+    looked: list[str] = []
+    real = Session.still_stopping
+
+    def still_stopping(self: Session, job_id: str) -> bool:
+        looked.append(job_id)
+        return real(self, job_id)
+
+    return looked, mock.patch.object(Session, "still_stopping", still_stopping)
+
+
+def test_a_preemptor_none_of_whose_victims_stopped_is_not_looked_at_by_claim_again() -> None:
+    # Given a preemptor of two 4-GPU tasks waiting for its two victims, looked at once
+    cluster = preemptor_of_two_tasks_waiting(min_tasks=2)
+    cluster.given(1500, job("other", "q", gpu=4, priority=1))
+
+    # When a cycle runs in which neither victim has stopped
+    looked, counting = victims_looked_at()
+    with counting:
+        cluster.when(2000, job("another", "q", gpu=4, priority=1))
+
+    # Then neither Claim nor its own try in Allocate looked at its victims again
+    assert looked == []
+
+
+def test_a_preemptor_whose_victim_stopped_is_looked_at_and_placed_once_both_stopped() -> None:
+    # Given a preemptor of two 4-GPU tasks waiting for its two victims, looked at once
+    cluster = preemptor_of_two_tasks_waiting(min_tasks=2)
+    cluster.given(1500, job("other", "q", gpu=4, priority=1))
+
+    # When one victim stops, then the other
+    looked, counting = victims_looked_at()
+    with counting:
+        cluster.when(2000, event("JobPreempted", job="low0", node="n0", attempt=1))
+        assert set(looked) == {"low0", "low1"}  # one of its victims stopped
+        cluster.when(3000, event("JobPreempted", job="low1", node="n1", attempt=1))
+
+    # Then Claim places it on the room held for it
+    assert sorted((c.job, c.node) for c in cluster.last if c.type == "Dispatch") == [
+        ("high", "n0"),
+        ("high", "n1"),
+    ]
+
+
+def test_a_loaded_state_has_claim_look_at_every_preemptor() -> None:
+    # Given a preemptor waiting, and the state written and read back (as on a restart)
+    cluster = preemptor_of_two_tasks_waiting(min_tasks=2)
+    cluster.given(1500, job("other", "q", gpu=4, priority=1))
+    cluster.state = decode_state(encode_state(cluster.state))
+
+    # When a cycle runs in which neither victim has stopped
+    looked, counting = victims_looked_at()
+    with counting:
+        cluster.when(2000, job("another", "q", gpu=4, priority=1))
+
+    # Then its victims were looked at: nothing says they were
+    assert set(looked) == {"low0", "low1"}
