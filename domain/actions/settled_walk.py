@@ -21,7 +21,8 @@ such a queue without taking the steps that would change nothing:
 
 The policy must skip every blocked job and order jobs without reading time
 (`QueuePolicy.walk_settles`). The memo is derived: kept with the configuration (which it
-reads: whether priority is part of a shape), never saved. See docs/scheduling.md, "Settled walks".
+reads: whether priority is part of a shape), never saved. See docs/policies.md, "Settled
+walks".
 """
 
 from __future__ import annotations

@@ -254,7 +254,7 @@ class Session:
         state = self._state
         if job.id in state.awaiting_checked and job.awaiting.isdisjoint(state.stops_ended):
             return
-        for victim_id in job.awaiting:  # a loop, not all(): asked of every preemptor, twice
+        for victim_id in job.awaiting:  # a loop, not all(): asked of many preemptors a cycle
             if not self.still_stopping(victim_id):
                 break
         else:
