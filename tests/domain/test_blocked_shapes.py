@@ -106,8 +106,11 @@ class WatchedSimulator(Simulator):
         self.seen.append((ts, waiting, stopped))
 
 
-def simulate(lines: list[dict[str, Any]]) -> tuple[list[bytes], list[object]]:
-    simulator = WatchedSimulator()
+def simulate(
+    lines: list[dict[str, Any]], watched: type[WatchedSimulator] | None = None
+) -> tuple[list[bytes], list[object]]:
+    """The commands for the lines, and what `watched` (WatchedSimulator by default) saw."""
+    simulator = (watched or WatchedSimulator)()
     out = [orjson.dumps(o) for o in simulator.run(orjson.dumps(line) for line in lines)]
     return out, simulator.seen
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
-import orjson
 from hypothesis import HealthCheck, given, settings
 
 from domain.cycle.session import Session
 from domain.snapshot import decode_state, encode_state
 from tests.domain.harness import event, job
-from tests.domain.test_blocked_shapes import WatchedSimulator, look_alike_backlogs
+from tests.domain.test_blocked_shapes import WatchedSimulator, look_alike_backlogs, simulate
 from tests.domain.test_failed_plans import fragmenting_arrivals
 from tests.domain.test_reclaim_properties import scenarios
 from tests.domain.test_waiting_preemptor_fit import preemptor_of_two_tasks_waiting
@@ -27,13 +26,8 @@ class LookingAtEveryHolder(WatchedSimulator):
         super()._cycle_and_answer(ts)
 
 
-def simulate(simulator: WatchedSimulator, lines: list[dict[str, Any]]) -> object:
-    out = [orjson.dumps(o) for o in simulator.run(orjson.dumps(line) for line in lines)]
-    return out, simulator.seen
-
-
 def assert_as_when_claim_looks_at_every_holder(lines: list[dict[str, Any]]) -> None:
-    assert simulate(WatchedSimulator(), lines) == simulate(LookingAtEveryHolder(), lines)
+    assert simulate(lines) == simulate(lines, LookingAtEveryHolder)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

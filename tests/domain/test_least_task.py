@@ -9,14 +9,13 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-import orjson
 from hypothesis import HealthCheck, given, settings
 
 from domain.cycle import candidates
 from domain.resources import Resources
 from domain.state import State
 from tests.domain.harness import Cluster, job, node, queue
-from tests.domain.test_blocked_shapes import WatchedSimulator
+from tests.domain.test_blocked_shapes import WatchedSimulator, simulate
 from tests.domain.test_failed_plans import fragmenting_arrivals
 from tests.domain.test_reclaim_properties import scenarios
 
@@ -37,12 +36,6 @@ class BoundChecked(WatchedSimulator):
                 assert least.memory <= asked.memory, (queue_.id, job_id)
 
 
-def simulate(lines: list[dict[str, Any]]) -> tuple[list[bytes], list[object]]:
-    simulator = BoundChecked()
-    out = [orjson.dumps(o) for o in simulator.run(orjson.dumps(line) for line in lines)]
-    return out, simulator.seen
-
-
 @contextmanager
 def every_queue_walked() -> Iterator[None]:
     """No queue skipped: the least request is taken to be below any room."""
@@ -51,9 +44,9 @@ def every_queue_walked() -> Iterator[None]:
 
 
 def assert_as_when_every_queue_is_walked(lines: list[dict[str, Any]]) -> None:
-    skipping = simulate(lines)
+    skipping = simulate(lines, BoundChecked)
     with every_queue_walked():
-        walked = simulate(lines)
+        walked = simulate(lines, BoundChecked)
     assert skipping == walked
 
 
