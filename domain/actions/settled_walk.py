@@ -77,17 +77,17 @@ def walk(cycle: Cycle, queue: Queue, policy: QueuePolicy) -> Iterator[Job]:
         and touched is not None
         and touched <= settled.firsts
     ):
-        return _replayed(cycle, queue, policy, settled)
+        return _replayed(cycle, queue, order, settled)
     return _recorded(cycle, queue, order)
 
 
 def forget_idle(cycle: Cycle, waiting: list[str]) -> None:
     """Drops the settled walks of queues with no pending job: a walk holds its jobs, which
     must go when they end."""
-    walks = cycle.state.configuration_memo.get(SETTLED)
+    walks = cast(dict[str, SettledWalk] | None, cycle.state.configuration_memo.get(SETTLED))
     if walks:
-        for queue_id in set(cast(dict[str, SettledWalk], walks)).difference(waiting):
-            del cast(dict[str, SettledWalk], walks)[queue_id]
+        for queue_id in set(walks).difference(waiting):
+            del walks[queue_id]
             queue = cycle.state.queues.get(queue_id)
             if queue is not None:
                 queue.pending.touched = None
@@ -146,10 +146,10 @@ def _keep(cycle: Cycle, queue: Queue, shapes: tuple[LookAlikes, ...]) -> None:
 
 
 def _replayed(
-    cycle: Cycle, queue: Queue, policy: QueuePolicy, settled: SettledWalk
+    cycle: Cycle, queue: Queue, order: Iterator[Job], settled: SettledWalk
 ) -> Iterator[Job]:
     """The first job of each shape; from the first that does not settle, every job after
-    it in the full order."""
+    it in the full `order` (lazy: not read until then)."""
     statement = cycle.statement
     lasting = statement.lasting
     changed: list[LookAlikes] = []  # shapes whose verdict is another reason than before
@@ -164,7 +164,7 @@ def _replayed(
             # Those after it get it too, and then are stepped in full, as in any walk.
             for done in changed:
                 _give_reason(cycle, done)
-            yield from _after(pending_in_order(queue, policy, cycle.ts), first)
+            yield from _after(order, first)
             return
         if not shape.alone and first.pending_reason is not shape.reason:
             changed.append(shape)

@@ -33,6 +33,7 @@ from domain.resources import Resources
 from domain.state import Job, JobStatus, State
 
 Undo = Callable[[], None]
+Touched = set[str]  # a queue's touched jobs (PendingIndex.touched); `set` is a method here
 # Fields the cycle sets for the views and the queue policies' verdicts (why a job waits, since
 # when, what stopped a queue): no fit, placement, rule or victim search reads them, so
 # setting them is no lasting change.
@@ -83,7 +84,9 @@ class Statement:
             self._undo.clear()
             self.lasting += 1
             for job in self._touched:
-                self._note(job)
+                touched = self._touched_of(job)
+                if touched is not None:
+                    touched.add(job.id)
             self._touched.clear()
 
     def commit(self) -> list[NodeCommand]:
@@ -159,8 +162,7 @@ class Statement:
         checkpoint, only once the change is kept (rolled back, it is undone)."""
         if job.status is not JobStatus.PENDING:
             return  # it joins the pending list, which is a change of its own
-        queue = self._state.queues.get(job.queue)
-        touched = None if queue is None else queue.pending.touched
+        touched = self._touched_of(job)
         if touched is None:
             return  # no settled walk of its queue to void (one is kept only between walks)
         if self._marks:
@@ -168,11 +170,10 @@ class Statement:
         else:
             touched.add(job.id)
 
-    def _note(self, job: Job) -> None:
+    def _touched_of(self, job: Job) -> Touched | None:
+        """The touched jobs of the job's queue, while its settled walk is kept."""
         queue = self._state.queues.get(job.queue)
-        touched = None if queue is None else queue.pending.touched
-        if touched is not None:
-            touched.add(job.id)
+        return None if queue is None else queue.pending.touched
 
     # -- changes that are never tentative -------------------------------------------------
 
