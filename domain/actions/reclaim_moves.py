@@ -15,7 +15,7 @@ job; at most MAX_PLANS jobs planned per cycle, and a job shape whose plan failed
 from __future__ import annotations
 
 from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
-from domain.cycle.displacement import superiors_key
+from domain.cycle.displacement import superiors_key, takes_back
 from domain.cycle.framework import (
     Cycle,
     Outcome,
@@ -82,12 +82,17 @@ def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
             budget.failed[shape] = changes
         if found is not None:
             victims, moves, plan = found
+            issued = cycle.statement.checkpoint()
             stops = []
             for victim in victims:
                 stops += cycle.stop(victim, rule.reason, by=job.id, emit=False)
                 cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
             carry_out(cycle, job, moves, plan)  # moved jobs' new places first
             cycle.statement.emit(stops)
+            if takes_back(cycle, job, rule, victims):
+                cycle.statement.rollback(issued)  # a victim would take the room right back
+                continue
+            cycle.statement.accept(issued)
             return Outcome.PREEMPTING
     return None
 

@@ -13,7 +13,9 @@ docs/preemption.md.
 
 from __future__ import annotations
 
-from domain.cycle.framework import CycleView
+from collections.abc import Iterable
+
+from domain.cycle.framework import Cycle, CycleView, PreemptionRule
 from domain.state import Job
 
 
@@ -54,3 +56,36 @@ def _walk(cycle: CycleView, job: Job) -> frozenset[str]:
 def superiors_key(cycle: CycleView, job: Job) -> tuple[str, ...]:
     """`explicit_superiors` as a sorted tuple, for the caches keyed by job shape."""
     return tuple(sorted(explicit_superiors(cycle, job)))
+
+
+def takes_back(cycle: Cycle, job: Job, rule: PreemptionRule, victims: Iterable[Job]) -> bool:
+    """Whether a victim, now that the preemption is issued (its tasks stopping, the room held
+    for `job`), could take the room right back under a fairness rule (contract section 6: no
+    preemption cycles): the rule admits it against `job`, and allows the whole set, `job`,
+    once `job`'s held room is given up (a tentative drop, rolled back here).
+
+    The selector's first filter (`could_preempt_back`) asks each rule before anything stops,
+    which is exact for the explicit rules (they read priorities and modules) but not for
+    fairness, which reads usage: here the usage is the one after. Fair shares in whole
+    devices can leave a queue's own fractional use of its deserved quota outside its fair
+    share (docs/quotas.md, "No reclaim ping-pong"); without this, it and a queue above its
+    deserved quota would take a GPU from each other every second. For an explicit rule's
+    preemption fairness does not count, as in the first filter (the victim, displaced by an
+    explicit rule, is refused by the fairness rules anyway: `explicit_superiors`)."""
+    if rule.explicit or not job.preemptible or job.interactive:
+        return False
+    fairness = [other for other in cycle.plugins.preemption_rules if other.fairness]
+    admitted = [
+        (victim, other)
+        for victim in victims
+        for other in fairness
+        if other.admits(cycle, victim, job)
+    ]
+    if not admitted:
+        return False
+    statement = cycle.statement
+    given_up = statement.checkpoint()
+    statement.drop_holds(job)
+    found = any(other.allows_after(cycle, victim, [job]) for victim, other in admitted)
+    statement.rollback(given_up)
+    return found

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from domain.cycle import node_sets
 from domain.cycle.candidates import candidate_steps
-from domain.cycle.displacement import superiors_key
+from domain.cycle.displacement import superiors_key, takes_back
 from domain.cycle.framework import (
     Attempt,
     Cycle,
@@ -148,7 +148,12 @@ class VictimSearch:
         statement.rollback(checkpoint)
         if found is None or found.plan is None:
             return False
+        issued = statement.checkpoint()
         self._issue(job, rule, walk.chosen, found.plan)
+        if takes_back(cycle, job, rule, victims_of(walk.chosen)):
+            statement.rollback(issued)  # a victim would take the room right back
+            return False
+        statement.accept(issued)
         return True
 
     def _candidate_steps(self, job: Job, rule: PreemptionRule) -> list[VictimStep]:

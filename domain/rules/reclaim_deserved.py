@@ -12,8 +12,10 @@ this rule. Nor of the fair-share rule: a reclaimer that ends within its fair sha
 it; one that ends beyond it was short of its deserved quota and demand, so (fair shares
 containing min(deserved quota, demand) unless capacity runs short, and then adding up to it)
 no queue's fair share exceeds its deserved quota, and the victim queue, above its deserved
-quota, is above its fair share too and may not reclaim. The selector also refuses any
-victim that could take the room right back (`could_preempt_back`). See docs/quotas.md.
+quota, is above its fair share too and may not reclaim. Whole-device fair shares can break
+that premise for a fractional demand (a parent's own quarter GPU may get a share of 0), so
+the selector also refuses any victim that could take the room right back, before the
+victims stop (`could_preempt_back`) and after (`takes_back`). See docs/quotas.md.
 """
 
 from __future__ import annotations

@@ -70,3 +70,111 @@ def test_a_reclaim_chain_does_not_take_back_what_a_self_level_rule_gave() -> Non
     assert max(per_job.values()) <= 2, per_job
     dispatched = {o["job"] for o in out if o["type"] == "Dispatch"}
     assert dispatched == {"j1", "j2", "j3", "j7", "j8", "j12", "j13"}
+
+
+# Found by the snapshot properties (explore profile): fair shares are whole devices, so p's
+# own quarter GPU, within its unlimited deserved quota, gets a fair share of 0 (p-y's 15.75
+# has the larger remainder). "big" (p-y) took the GPU by fair share, "small" (p's own jobs)
+# took it back by deserved quota, and so on every second, for ever.
+ROUNDING = [
+    {"type": "QueueConfigured", "ts": 0, "queue": "p", "resources": {"gpu": {"quota": -1}}},
+    {
+        "type": "QueueConfigured",
+        "ts": 0,
+        "queue": "p-y",
+        "parent": "p",
+        "resources": {"gpu": {"quota": 1, "limit": -1}},
+    },
+    {"type": "NodeHeartbeat", "ts": 0, "node": "n0", "capacity": {"gpu": 8}},
+    {"type": "NodeHeartbeat", "ts": 0, "node": "n1", "capacity": {"gpu": 8}},
+    {**job("small", "p", 1, "EAS", 0.25), "duration_s": 15},
+    {**job("big", "p-y", 1, "EAS", 4, tasks=4), "ts": 1000, "duration_s": 19},
+]
+
+
+def run_to_the_end(lines: list[dict[str, Any]], most: int = 1000) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for line in Simulator().run(orjson.dumps(line) for line in lines):
+        out.append(line)
+        assert len(out) <= most, "the simulation does not end"
+    return out
+
+
+def test_whole_device_shares_do_not_start_a_reclaim_ping_pong() -> None:
+    # given the running quarter GPU and the 16-GPU job that only fits where it runs
+    # when both run to the end
+    out = run_to_the_end(ROUNDING)
+    # then nobody is stopped: big waits for small, which keeps its deserved quota
+    assert [o for o in out if o["type"] == "Preempt"] == []
+    starts = {o["job"]: o["ts"] for o in out if o["type"] == "Dispatch"}
+    assert starts == {"small": 0, "big": 15000}
+
+
+def test_a_job_does_not_take_what_its_victim_would_take_right_back() -> None:
+    # given the same two jobs, big first: p-y uses 16 GPUs, over its deserved 1
+    big_first = [*ROUNDING[:4], {**ROUNDING[5], "ts": 0}, {**ROUNDING[4], "ts": 1000}]
+    # when both run to the end
+    out = run_to_the_end(big_first)
+    # then small does not reclaim: once it ran, big (within its fair share of 16) could
+    # reclaim from it right back (contract section 6: no preemption cycles); small waits
+    assert [o for o in out if o["type"] == "Preempt"] == []
+    starts = {o["job"]: o["ts"] for o in out if o["type"] == "Dispatch"}
+    assert starts == {"big": 0, "small": 19000}
+
+
+def test_reclaim_with_moves_does_not_take_what_its_victim_could_take_right_back() -> None:
+    # given small (p's own quarter GPU, fair share 0) alone on the pool-b node, and r's job
+    # on a pool-a node that could move to a late 1-GPU node: big fits only by stopping small
+    # and moving r's job (reclaim with moves)
+    pool = {"a": {"pool": "a"}, "b": {"pool": "b"}}
+    lines = [
+        {"type": "ClusterConfigured", "ts": 0, "placement": "binpack", "consolidation": True},
+        *ROUNDING[:2],
+        {**ROUNDING[1], "queue": "r", "parent": "p"},
+        {**ROUNDING[2], "labels": pool["b"]},
+        {**ROUNDING[3], "labels": pool["a"]},
+        {**ROUNDING[4], "node_selector": pool["b"]},
+        {**job("mover", "r", 1, "EAS", 1), "duration_s": 30, "node_selector": pool["a"]},
+        {
+            "type": "NodeHeartbeat",
+            "ts": 1000,
+            "node": "n2",
+            "capacity": {"gpu": 1},
+            "labels": pool["a"],
+        },
+        {**job("big", "p-y", 1, "EAS", 8, tasks=2), "ts": 2000, "duration_s": 19},
+    ]
+    # when it runs to the end
+    out = run_to_the_end(lines)
+    # then small is not stopped (it could reclaim from big right back, by deserved quota):
+    # big starts when small ends, after r's job moved for it
+    assert [o["job"] for o in out if o["type"] == "Preempt"] == ["mover"]
+    starts = {(o["job"], o["attempt"]): o["ts"] for o in out if o["type"] == "Dispatch"}
+    assert starts[("big", 1)] == 15000 and ("small", 2) not in starts
+
+
+def test_a_take_back_the_rule_would_refuse_as_a_whole_does_not_block_a_reclaim() -> None:
+    # given an oversubscribed tree (quotas 5 + 4 on 8 GPUs): q0b runs 3 GPUs (deserved 2,
+    # fair share 2), q1 its 4, and q0a (deserved 3, fair share 2) wants 3 in one task
+    def queue(name: str, quota: int, parent: str | None = None) -> dict[str, Any]:
+        gpu = {"quota": quota, "limit": 4 if name == "q1" else -1}
+        return {"type": "QueueConfigured", "ts": 0, "queue": name, "parent": parent,
+                "resources": {"gpu": gpu}}  # fmt: skip
+
+    lines = [
+        {"type": "NodeHeartbeat", "ts": 0, "node": "n0", "capacity": {"gpu": 8}},
+        queue("q0", 5),
+        queue("q0a", 3, "q0"),
+        queue("q0b", 2, "q0"),
+        queue("q1", 4),
+        *({**job(f"b{i}", "q0b", 1, "EAS", 1), "ts": 1000} for i in range(3)),
+        *({**job(f"c{i}", "q1", 1, "EAS", 1), "ts": 2000} for i in range(4)),
+        {**job("a", "q0a", 1, "EAS", 3), "ts": 3000},
+    ]
+    # when it runs to the end
+    out = run_to_the_end(lines)
+    # then q0a reclaims by deserved quota: once it runs, q0b's jobs may not take it back
+    # (each is admitted against it, but stopping it would leave q0a below its fair share)
+    preempts = [(o["job"][0], o["by"], o["ts"]) for o in out if o["type"] == "Preempt"]
+    assert preempts == [("b", "a", 3000)] * 2
+    assert {o["ts"] for o in out if o["type"] == "Dispatch" and o["job"] == "a"} == {3000}

@@ -32,6 +32,9 @@ RULE_REASONS = {
 # A job stopped more often than this at one ts means the scheduler oscillates (contract §6:
 # no preemption cycles); the check fails at once instead of looping until the test times out.
 MOST_STOPS_AT_ONE_TS = 3
+# Nor across time: a scenario has at most 14 jobs of at most 20 s, so a job stopped more often
+# than this is taken back and forth (as by a reclaim every second, test_preemption_chains).
+MOST_STOPS_OF_A_JOB = 20
 
 
 class CheckedSimulator(Simulator):
@@ -56,6 +59,7 @@ class CheckedSimulator(Simulator):
             self._stops[(ts, command.job)].add(command.attempt)
             stops = len(self._stops[(ts, command.job)])
             assert stops <= MOST_STOPS_AT_ONE_TS, f"{command.job} stopped {stops}x at ts {ts}"
+            assert command.attempt <= MOST_STOPS_OF_A_JOB, f"{command.job} stopped again and again"
         super()._answer(ts, command)
 
 

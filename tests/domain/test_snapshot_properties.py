@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from domain.commands import NodeCommand
 from domain.decider import close_group, fold, initial_state
 from domain.events import Event, JournalRecord
-from domain.simulation import Simulator
 from domain.snapshot import (
     DERIVED_JOB,
     DERIVED_NODE,
@@ -33,8 +32,9 @@ from tests.domain.harness import event
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-class RecordingSimulator(Simulator):
-    """The simulator, keeping every record it journals (its agent answers every command)."""
+class RecordingSimulator(preemption_props.CheckedSimulator):
+    """The checked simulator, keeping every record it journals (its agent answers every
+    command); a scenario that takes a job back and forth fails instead of never ending."""
 
     def __init__(self) -> None:
         super().__init__()
