@@ -47,12 +47,18 @@ class Allocations:
 
         def ancestors(self, queue_id: str) -> Iterator[Queue]: ...
 
-    def place(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
+    def place(
+        self, job: Job, node_id: str, tasks: int, devices: tuple[Assignment, ...] | None = None
+    ) -> tuple[Assignment, ...]:
         """Runs `tasks` more of the job on a node: its placements, the node, its devices and
-        its queues. Returns the new tasks' devices (domain/devices.py)."""
+        its queues. Returns the new tasks' devices (domain/devices.py): chosen here, or
+        `devices`, those `unplace` returned, to put tasks back exactly where they were."""
         node = self.nodes[node_id]
         amount = job.per_task * tasks
-        devices = place_on_devices(node, job, tasks)
+        if devices is None:
+            devices = place_on_devices(node, job, tasks)
+        else:
+            node.gpus.add("used", usage(devices, job.per_task.gpu))
         job.placements[node_id] = job.placements.get(node_id, 0) + tasks
         job.devices[node_id] = job.devices.get(node_id, ()) + devices
         node.jobs[job.id] = node.jobs.get(job.id, 0) + tasks
@@ -156,10 +162,12 @@ class Allocations:
         queue.stopping = queue.stopping + amount
         self.node_index.update(node)
 
-    def unplace(self, job: Job, node_id: str, tasks: int) -> None:
-        """Takes `tasks` of the job's placed tasks off a node and frees them: undoes `place`."""
+    def unplace(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
+        """Takes `tasks` of the job's placed tasks off a node and frees them: undoes `place`.
+        Returns the devices they used."""
         devices = self._take_placed(job, node_id, tasks)
         self.release(job, node_id, tasks, devices)
+        return devices
 
     def release(self, job: Job, node_id: str, tasks: int, devices: tuple[Assignment, ...]) -> None:
         """Frees `tasks` of the job's on a node that are no longer placed (they finished or

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from domain.cycle.statement import Statement
+from domain.devices import Assignment
 from domain.resources import ZERO, Resources
 from domain.state import Job, State
 
@@ -76,6 +77,8 @@ class Room:
         self._statement = statement
         self._job = job
         self._copies: dict[str, int] = {}
+        # The devices each taken step's tasks used, per (victim, step index, node).
+        self._taken: dict[tuple[str, int, str], tuple[Assignment, ...]] = {}
         # Per node, what freeing must reach for one more task (see `could_grow_lifting`).
         self._needs: dict[str, tuple[int, int, int] | None] = {}
         self.total = 0
@@ -195,14 +198,21 @@ class Room:
 
     def take(self, step: VictimStep) -> None:
         """Pretends the step's tasks are stopped."""
+        victim = step.victim
         for node_id, tasks in step.nodes:
-            self._statement.unplace(step.victim, node_id, tasks)
+            devices = self._statement.unplace(victim, node_id, tasks)
+            self._taken[(victim.id, step.index, node_id)] = devices
             self.recount(node_id)
 
     def give_back(self, step: VictimStep) -> None:
-        """Undoes `take` (the statement's rollback restores placement order as well)."""
+        """Undoes `take`, the tasks back on the devices they used: placed afresh, a fraction
+        could land on another device and leave whole the one it shares, and a fit would
+        count room that stopping the victims will not make. A victim's steps are given back
+        latest first, so its devices are in their order again."""
+        victim = step.victim
         for node_id, tasks in step.nodes:
-            self._statement.place(step.victim, node_id, tasks)
+            devices = self._taken.pop((victim.id, step.index, node_id), None)
+            self._statement.place(victim, node_id, tasks, devices)
             self.recount(node_id)
 
     def copies(self, node_id: str) -> int:

@@ -113,17 +113,21 @@ class Statement:
 
     # -- undoable changes -----------------------------------------------------------------
 
-    def place(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
-        """Places the tasks; returns their devices (domain/devices.py)."""
+    def place(
+        self, job: Job, node_id: str, tasks: int, devices: tuple[Assignment, ...] | None = None
+    ) -> tuple[Assignment, ...]:
+        """Places the tasks (on `devices`, if given: see State.place); returns their devices."""
         self._record(job, (node_id,))
-        devices = self._state.place(job, node_id, tasks)
+        placed = self._state.place(job, node_id, tasks, devices)
         self.epoch += 1
-        return devices
+        return placed
 
-    def unplace(self, job: Job, node_id: str, tasks: int) -> None:
+    def unplace(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
+        """Takes the tasks off the node; returns the devices they used."""
         self._record(job, (node_id,))
-        self._state.unplace(job, node_id, tasks)
+        devices = self._state.unplace(job, node_id, tasks)
         self._freed()
+        return devices
 
     def begin_stop(self, job: Job, node_id: str, tasks: int, requeue: bool) -> None:
         self._record(job, (node_id,))

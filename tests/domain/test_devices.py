@@ -139,6 +139,28 @@ def test_preemption_frees_the_victims_devices_for_the_preemptor() -> None:
     assert cluster.node_view("n1").device_used == ((0, 1000), (1, 1000))
 
 
+def test_a_victim_the_search_gives_back_keeps_its_device() -> None:
+    # Given a quarter and a half sharing device 0, and three quarters of high priority on 1,
+    cluster = Cluster()
+    cluster.given(
+        0, queue("team", gpu_quota=2, preemption={"within_queue": True}), node("n1", gpu=2)
+    )
+    quarter, half = job("a", "team", gpu=0.25, priority=1), job("b", "team", gpu=0.5, priority=1)
+    cluster.given(1000, quarter, half)
+    cluster.agents_obey()
+    cluster.given(1500, job("keep", "team", gpu=0.75, priority=9))
+    cluster.agents_obey()
+    assert devices(cluster.commands) == {"a": [[0]], "b": [[0]], "keep": [[1]]}
+    # when a whole-GPU job of priority 8 comes,
+    cluster.when(2000, job("high", "team", gpu=1, priority=8))
+    # then both sharers of device 0 are preempted (the search, dropping the quarter it did
+    # not seem to need, once put it back on device 1, the fullest, and found device 0 whole)
+    assert sorted(cluster.preempted()) == ["a", "b"]
+    # and once they have stopped, the preemptor gets device 0.
+    cluster.agents_obey(3000)
+    assert devices(cluster.last)["high"] == [[0]]
+
+
 def test_a_shrink_frees_the_devices_of_the_nodes_newest_tasks() -> None:
     cluster = Cluster()
     cluster.given(0, queue("a", gpu_quota=2), queue("b", gpu_quota=2), node("n1", gpu=4))
