@@ -174,6 +174,7 @@ def plan_moves(
     tries = 0
     plan: Plan | None = None
     jobs = state.jobs
+    moving: dict[str, Resources] = {}  # per limited queue, what the moves so far run twice
     for _, target in targets:
         if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
             break
@@ -199,6 +200,8 @@ def plan_moves(
             old = dict(resident.placements)
             if not room.could_grow_lifting(resident):
                 continue
+            if not _limits_hold_while_moving(state, resident, moving):
+                continue  # its queue would pass a limit while it runs in both places
             # Where the resident could go is found before it is lifted: lifting it frees room
             # only on its own nodes, which are excluded, so the plan is the same and a
             # resident with nowhere to go costs no tentative change.
@@ -217,6 +220,7 @@ def plan_moves(
                 statement.accept(trial)
                 landing.forget()
                 moves.append(Move(resident, new))
+                _note_moving(state, resident, moving)
                 moved.add(resident.id)
                 locked |= set(old) | {target}
                 continue
@@ -236,6 +240,26 @@ def plan_moves(
     if len(needed) < len(moves):
         return _without_unneeded(cycle, job, tasks, needed)
     return moves, plan
+
+
+def _limits_hold_while_moving(state: State, resident: Job, moving: dict[str, Resources]) -> bool:
+    """Whether every limit on the resident's path holds while it runs twice: a move dispatches
+    it at its new place before its old tasks stop, and both count until the agent reports the
+    stop (as do the moves already planned). A hard limit is never passed, not even then."""
+    path = state.limited_path(resident.queue)
+    if not path:
+        return True
+    twice = resident.allocation
+    for queue in path:
+        during = queue.subtree_allocated + moving.get(queue.id, ZERO) + twice
+        if queue.quota.limit_breach(during) is not None:
+            return False
+    return True
+
+
+def _note_moving(state: State, resident: Job, moving: dict[str, Resources]) -> None:
+    for queue in state.limited_path(resident.queue):
+        moving[queue.id] = moving.get(queue.id, ZERO) + resident.allocation
 
 
 def _without_unneeded(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
 from domain.read_models import JobView, job_ids, job_view
 from domain.simulation import Simulator
@@ -46,6 +47,54 @@ def test_moves_one_job_to_make_room_for_a_larger_one() -> None:
     moved = cluster.job_view("a1")
     assert (moved.status, moved.placements, moved.stopping) == ("running", (("n2", 1),), ())
     assert moved.started == ("n2",)
+
+
+@pytest.mark.parametrize(("limit", "moves"), [(6, True), (5, False)])
+def test_a_move_never_takes_its_queue_past_a_limit_while_it_runs_twice(
+    limit: int, moves: bool
+) -> None:
+    # Given two 2-GPU jobs of a queue limited to `limit` GPUs, spread over two 4-GPU nodes,
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", consolidation=True, placement="spread"),
+        queue("a", gpu_quota=4),
+        queue("capped", gpu_quota=4, gpu_limit=limit),
+        node("n1", gpu=4),
+        node("n2", gpu=4),
+    )
+    cluster.given(1, job("c1", "capped", gpu=2), job("c2", "capped", gpu=2))
+    cluster.agents_obey()
+    # when a 4-GPU job comes, which fits only if one of them moves,
+    cluster.when(10, job("big", "a", gpu=4))
+    # then the move is made only if the capped queue stays within its limit while the
+    # moved job runs in both places (its new place starts before its old tasks stop).
+    moved = [(c.type, c.reason) for c in cluster.last]
+    assert moved == ([("Dispatch", "consolidation"), ("Preempt", "consolidation")] if moves else [])
+    assert cluster.queue_view("capped").allocated.gpu <= limit * 1000  # milli-GPU
+
+
+@pytest.mark.parametrize(("limit", "moves"), [(4, 2), (3, 0)])
+def test_moves_planned_together_count_together_against_a_limit(limit: int, moves: int) -> None:
+    # Given two 1-GPU jobs of a queue limited to `limit` GPUs, alone on two 4-GPU nodes, and
+    # 2 GPUs free on a third node,
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", consolidation=True, placement="spread"),
+        queue("a", gpu_quota=12),
+        queue("capped", gpu_quota=2, gpu_limit=limit),
+        *(node(f"n{i}", gpu=4) for i in (1, 2, 3)),
+    )
+    cluster.given(1, job("c1", "capped", gpu=1), job("c2", "capped", gpu=1))
+    cluster.agents_obey()
+    cluster.given(2, job("y", "a", gpu=2, preemptible=False))
+    cluster.agents_obey()
+    # when a job of two 4-GPU tasks comes, which fits only if both move to the third node,
+    cluster.when(10, job("big", "a", gpu=4, tasks=2))
+    # then both move only if the capped queue stays within its limit while both run twice.
+    moved = sorted(c.job for c in cluster.last if c.type == "Dispatch")
+    assert moved == ["c1", "c2"][:moves]
 
 
 def test_nothing_moves_when_consolidation_is_off() -> None:
