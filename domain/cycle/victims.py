@@ -68,7 +68,9 @@ class VictimSearch:
         """No preemption cycles: `victim` could, under any rule, preempt `job` right back.
 
         Explicit PAI rules dominate fairness: for an explicit rule's preemption the fairness
-        rules are not counted, so the displaced do not reclaim from it.
+        rules are not counted, so the displaced do not reclaim from it. Asked before anything
+        stops; the fairness rules, which read usage, are asked again once the preemption is
+        issued (`takes_back`, in `_search`).
         """
         if not job.preemptible or job.interactive:
             return False
