@@ -81,6 +81,8 @@ def check_state(state: State) -> None:
         for node_id in job.placements:
             assert node_id in state.nodes and state.nodes[node_id].jobs.get(job.id)
     check_devices(state)
+    for queue in state.queues.values():  # a hard limit is never passed, not even mid-move
+        assert queue.quota.limit_breach(queue.subtree_allocated) is None, queue.id
 
 
 @st.composite
@@ -146,6 +148,13 @@ def scenarios(draw: st.DrawFn) -> list[dict[str, Any]]:
     if draw(st.booleans()):
         ts += draw(st.sampled_from([0, 1000, 5000]))
         lines.append({"type": "NodeHeartbeat", "ts": ts, "node": "late", "capacity": {"gpu": 8}})
+    # Drawn last, so the examples drawn before limits were added stay as they were: a hard
+    # limit of quota + 0..3 GPUs on some of the queues below the unlimited parent p.
+    for line in lines[2:5]:
+        extra = draw(st.sampled_from([None, None, 0, 1, 3]))
+        if extra is not None:
+            gpu = line["resources"]["gpu"]
+            gpu["limit"] = gpu["quota"] + extra
     return lines
 
 
