@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from domain.pending import pending_view
 from domain.quota import UNLIMITED
 from domain.reasons import ReasonKind
-from domain.simulation import Simulator
 from domain.state import Job, JobStatus, Queue, State
+from tests.domain.test_preemption_properties import CheckedSimulator
 
 GPU = 1000
 # Why a job may wait although another queue is above its deserved quota (the list):
@@ -153,7 +153,7 @@ def _inputs_before(lines: list[dict[str, Any]], ts: int) -> int:
 def test_no_queue_waits_below_its_deserved_quota_while_another_is_above_its_own(
     lines: list[dict[str, Any]],
 ) -> None:
-    simulator = Simulator()
+    simulator = CheckedSimulator()  # capacity, devices and limits after every step; no loop
     out = list(simulator.run(orjson.dumps(line) for line in lines))
     # No preemption cycles: never X by Y and Y by X with nothing else happening in between
     # (the contract: X may not preempt Y if Y could preempt X right back). A reversal after
