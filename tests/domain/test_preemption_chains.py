@@ -156,17 +156,17 @@ def test_reclaim_with_moves_does_not_take_what_its_victim_could_take_right_back(
 def test_a_take_back_the_rule_would_refuse_as_a_whole_does_not_block_a_reclaim() -> None:
     # given an oversubscribed tree (quotas 5 + 4 on 8 GPUs): q0b runs 3 GPUs (deserved 2,
     # fair share 2), q1 its 4, and q0a (deserved 3, fair share 2) wants 3 in one task
-    def queue(name: str, quota: int, parent: str | None = None) -> dict[str, Any]:
+    def configured(name: str, quota: int, parent: str | None = None) -> dict[str, Any]:
         gpu = {"quota": quota, "limit": 4 if name == "q1" else -1}
         return {"type": "QueueConfigured", "ts": 0, "queue": name, "parent": parent,
                 "resources": {"gpu": gpu}}  # fmt: skip
 
     lines = [
         {"type": "NodeHeartbeat", "ts": 0, "node": "n0", "capacity": {"gpu": 8}},
-        queue("q0", 5),
-        queue("q0a", 3, "q0"),
-        queue("q0b", 2, "q0"),
-        queue("q1", 4),
+        configured("q0", 5),
+        configured("q0a", 3, "q0"),
+        configured("q0b", 2, "q0"),
+        configured("q1", 4),
         *({**job(f"b{i}", "q0b", 1, "EAS", 1), "ts": 1000} for i in range(3)),
         *({**job(f"c{i}", "q1", 1, "EAS", 1), "ts": 2000} for i in range(4)),
         {**job("a", "q0a", 1, "EAS", 3), "ts": 3000},
