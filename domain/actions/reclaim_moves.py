@@ -15,7 +15,7 @@ job; at most MAX_PLANS jobs planned per cycle, and a job shape whose plan failed
 from __future__ import annotations
 
 from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
-from domain.cycle.displacement import superiors_key, takes_back
+from domain.cycle.displacement import note_taken_back, superiors_key, takes_back
 from domain.cycle.framework import (
     Cycle,
     Outcome,
@@ -91,6 +91,7 @@ def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
             cycle.statement.emit(stops)
             if takes_back(cycle, job, rule, victims):
                 cycle.statement.rollback(issued)  # a victim would take the room right back
+                note_taken_back(cycle, job, victims)
                 continue
             cycle.statement.accept(issued)
             return Outcome.PREEMPTING

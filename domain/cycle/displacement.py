@@ -89,3 +89,37 @@ def takes_back(cycle: Cycle, job: Job, rule: PreemptionRule, victims: Iterable[J
     found = any(other.allows_after(cycle, victim, [job]) for victim, other in admitted)
     statement.rollback(given_up)
     return found
+
+
+TakeBackKey = tuple[object, ...]
+
+
+def _take_back_key(job: Job) -> TakeBackKey:
+    """What `takes_back` reads of the preemptor: its queue, request and kind."""
+    return (job.queue, job.per_task, job.tasks, job.node_selector, job.preemptible, job.interactive)
+
+
+def note_taken_back(cycle: Cycle, job: Job, victims: Iterable[Job]) -> None:
+    """Remembers, until the next lasting change in the cycle, the queues whose victims a
+    preemption for a job of this kind was rolled back for (`takes_back`): the job's reason
+    then says so (domain/cycle/reclaim_reasons.py, `takes_back`)."""
+    changes = cycle.lasting_changes()
+    if changes is None:
+        return
+    memo: dict[TakeBackKey, tuple[int, frozenset[str]]] = cycle.memo("taken_back", dict)
+    key = _take_back_key(job)
+    queues = frozenset(victim.queue for victim in victims)
+    seen = memo.get(key)
+    if seen is not None and seen[0] == changes:
+        queues |= seen[1]
+    memo[key] = (changes, queues)
+
+
+def taken_back_queues(cycle: Cycle, job: Job) -> frozenset[str]:
+    """The queues `note_taken_back` noted for a job of this kind since the last lasting change."""
+    changes = cycle.lasting_changes()
+    memo: dict[TakeBackKey, tuple[int, frozenset[str]]] = cycle.memo("taken_back", dict)
+    seen = memo.get(_take_back_key(job))
+    if seen is None or changes is None or seen[0] != changes:
+        return frozenset()
+    return seen[1]

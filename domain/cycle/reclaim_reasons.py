@@ -6,15 +6,16 @@ is classified by the first thing that ruled it out: it is at or below its fair s
 deserved quota (`within_share`); it runs no preemptible unattended jobs
 (`not_preemptible`: non-preemptible or interactive); its jobs are not admitted as victims
 (`not_admitted`: they could take the room back, were dispatched in this cycle, or displaced
-this job by an explicit rule); none runs on a node matching the job's node selector
-(`node_selector`); or every sufficient victim set would take it below its fair share and
-deserved quota, or frees no set of nodes the job fits on (`insufficient`). Cached per job
-shape while nothing lasting changed in the cycle.
+this job by an explicit rule); a victim set was found, but its jobs could then take the
+room right back (`takes_back`, domain/cycle/displacement.py); none runs on a node matching
+the job's node selector (`node_selector`); or every sufficient victim set would take it
+below its fair share and deserved quota, or frees no set of nodes the job fits on
+(`insufficient`). Cached per job shape while nothing lasting changed in the cycle.
 """
 
 from __future__ import annotations
 
-from domain.cycle.displacement import superiors_key
+from domain.cycle.displacement import superiors_key, taken_back_queues
 from domain.cycle.framework import Cycle, PreemptionRule
 from domain.reasons import Reason, ReasonKind, reason
 from domain.rules.reclaim_deserved import below_deserved
@@ -119,6 +120,8 @@ def _why(
     usable = [j for j in running if j.preemptible and not j.interactive]
     if not usable:
         return "not_preemptible"
+    if queue_id in taken_back_queues(cycle, job):
+        return "takes_back"  # a victim set was found, but it could take the room right back
     # The first admitted victim settles it, unless the job has a node selector: then the
     # first admitted victim on a matching node does (the same answer as classifying all).
     admitted = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from domain.cycle import node_sets
 from domain.cycle.candidates import candidate_steps
-from domain.cycle.displacement import superiors_key, takes_back
+from domain.cycle.displacement import note_taken_back, superiors_key, takes_back
 from domain.cycle.framework import (
     Attempt,
     Cycle,
@@ -152,8 +152,10 @@ class VictimSearch:
             return False
         issued = statement.checkpoint()
         self._issue(job, rule, walk.chosen, found.plan)
-        if takes_back(cycle, job, rule, victims_of(walk.chosen)):
+        victims = victims_of(walk.chosen)
+        if takes_back(cycle, job, rule, victims):
             statement.rollback(issued)  # a victim would take the room right back
+            note_taken_back(cycle, job, victims)
             return False
         statement.accept(issued)
         return True

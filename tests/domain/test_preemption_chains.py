@@ -8,7 +8,10 @@ from typing import Any
 
 import orjson
 
+from domain.reasons import ReasonKind
 from domain.simulation import Simulator
+from tests.domain.harness import Cluster, event, node
+from tests.domain.harness import job as submitted
 from tests.domain.test_preemption_properties import queue_line
 
 
@@ -122,6 +125,32 @@ def test_a_job_does_not_take_what_its_victim_would_take_right_back() -> None:
     assert starts == {"big": 0, "small": 19000}
 
 
+def test_a_job_kept_from_taking_back_says_why() -> None:
+    # given big running on all 16 GPUs (p-y, deserved 1)
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("QueueConfigured", queue="p", resources={"gpu": {"quota": -1}}),
+        event(
+            "QueueConfigured",
+            queue="p-y",
+            parent="p",
+            resources={"gpu": {"quota": 1, "limit": -1}},
+        ),
+        node("n0", gpu=8),
+        node("n1", gpu=8),
+    )
+    cluster.given(0, submitted("big", "p-y", gpu=4, tasks=4))
+    cluster.agents_obey()
+    # when p's quarter GPU comes
+    cluster.when(1000, submitted("small", "p", gpu=0.25))
+    # then it waits, and its reason names the take-back, not a lack of victims
+    assert cluster.last == []
+    kind, facts = cluster.why("small")
+    assert (kind, facts["stopped"]) == (ReasonKind.RECLAIM, ("p-y=takes_back",))
+    assert "reclaim did not help: p-y: takes_back" in str(cluster.reason("small"))
+
+
 def test_reclaim_with_moves_does_not_take_what_its_victim_could_take_right_back() -> None:
     # given small (p's own quarter GPU, fair share 0) alone on the pool-b node, and r's job
     # on a pool-a node that could move to a late 1-GPU node: big fits only by stopping small
@@ -178,3 +207,33 @@ def test_a_take_back_the_rule_would_refuse_as_a_whole_does_not_block_a_reclaim()
     preempts = [(o["job"][0], o["by"], o["ts"]) for o in out if o["type"] == "Preempt"]
     assert preempts == [("b", "a", 3000)] * 2
     assert {o["ts"] for o in out if o["type"] == "Dispatch" and o["job"] == "a"} == {3000}
+
+
+def test_reclaim_with_moves_kept_from_taking_back_says_why() -> None:
+    # given the moves scenario above, stepped: small on the pool-b node, r's job on pool a,
+    # and a late 1-GPU pool-a node r's job could move to
+    pool_a, pool_b = {"pool": "a"}, {"pool": "b"}
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", placement="binpack", consolidation=True),
+        event("QueueConfigured", queue="p", resources={"gpu": {"quota": -1}}),
+        *(
+            event("QueueConfigured", queue=child, parent="p", resources=ROUNDING[1]["resources"])
+            for child in ("p-y", "r")
+        ),
+        node("n0", gpu=8, labels=pool_b),
+        node("n1", gpu=8, labels=pool_a),
+    )
+    cluster.given(
+        0,
+        submitted("small", "p", gpu=0.25, node_selector=pool_b),
+        submitted("mover", "r", gpu=1, node_selector=pool_a),
+    )
+    cluster.agents_obey()
+    cluster.given(1000, node("n2", gpu=1, labels=pool_a))
+    # when big comes, which fits only by stopping small and moving r's job
+    cluster.when(2000, submitted("big", "p-y", gpu=8, tasks=2))
+    # then nothing is issued, and big's reason names the take-back
+    assert cluster.last == []
+    assert cluster.why("big")[1]["stopped"] == ("p=takes_back", "r=within_share")
