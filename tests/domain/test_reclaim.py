@@ -250,3 +250,22 @@ def test_interactive_job_is_dispatched_on_quota_even_beside_over_quota_training(
     assert [c.reason for c in cluster.last] == ["quota", "quota", "over_quota", "over_quota"]
     cluster.when(2, job("notebook", "a", interactive=True))
     assert [(c.job, c.reason) for c in cluster.last] == [("notebook", "quota")]
+
+
+def test_two_reclaims_in_one_cycle_the_second_by_deserved_quota() -> None:
+    # Given q1 (no quota) running 2 + 1 GPUs of a 4-GPU node, one GPU free,
+    cluster = Cluster()
+    queues = [gpu_queue(f"q{i}", 1 if i == 2 else 0) for i in range(3)]
+    cluster.given(1, *queues, node("n0", gpu=4))
+    cluster.at(2, job("j0", "q1", gpu=2))
+    settle(cluster, 2)
+    cluster.at(3, job("j1", "q1", gpu=1))
+    settle(cluster, 3)
+    # when q0 asks 2 GPUs and q2 its one deserved GPU in the same group,
+    cluster.when(4, job("j2", "q0", gpu=2), job("j3", "q2", gpu=1))
+    # then q0 (first by name among the equally deprived) takes the free GPU and q1's 1-GPU
+    # job by fair share (q1 keeps 2, its share is 1), and q2 takes q1's last job by the
+    # deserved-quota fallback: q1, above its deserved 0, ends below its fair share.
+    assert preempts(cluster.last) == [("j1", "reclaim", "j2"), ("j0", "reclaim", "j3")]
+    settle(cluster, 4)
+    assert (gpus(cluster, "q0"), gpus(cluster, "q1"), gpus(cluster, "q2")) == (2, 0, 1)
