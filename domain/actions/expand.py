@@ -2,7 +2,8 @@
 
 Runs after Allocate, so it only ever uses what allocation left: a running elastic job below
 its full size grows to min(tasks, 2 x placed), again and again, as long as the growth passes
-quota and limit checks, finds nodes, and leaves enough free capacity for the smallest size of
+quota and limit checks (counting the headroom promised to preemptors, as any fit does),
+finds nodes, and leaves enough free capacity for the smallest size of
 every job still pending in a queue at least as deprived as the expanding job's own queue
 (those would be served before it by Allocate). Dispatch reason `expand`, same attempt.
 """
@@ -60,8 +61,8 @@ class Expand:
                 amount = job.per_task * extra
                 if not (amount + reserve).fits_in(free):
                     break
-                if admission_breach(state, job, extra) is not None:
-                    break
+                if cycle.breach(job, extra) is not None:
+                    break  # quota, a limit, or headroom promised to a preemptor
                 plan = find_placement(state, job, extra, cycle.placement())
                 if plan is None:
                     break

@@ -64,7 +64,7 @@ class Fitter:
 
     def fit(self, job: Job, tasks: int) -> Attempt:
         """Checks quota and limits, then finds nodes, for `tasks` of the job; changes nothing."""
-        breach = self._breach(job, tasks)
+        breach = self.breach(job, tasks)
         if breach is not None:
             return Attempt(reason=breach)
         # What is held for a job widens its room, unless no node it holds room on could take
@@ -80,7 +80,7 @@ class Fitter:
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
 
-    def _breach(self, job: Job, tasks: int) -> Reason | None:
+    def breach(self, job: Job, tasks: int) -> Reason | None:
         """Why quota, limits or room promised to preemptors forbid `tasks` more of the job.
 
         Both checks read of the job only its queue, request and kind (preemptible,

@@ -258,6 +258,11 @@ class Cycle(CycleView, Protocol):
 
     def fit(self, job: Job, tasks: int) -> Attempt: ...
 
+    def breach(self, job: Job, tasks: int) -> Reason | None:
+        """Why quota, limits or room promised to preemptors forbid `tasks` more of the job
+        (what `fit` checks before it looks for nodes), or None."""
+        ...
+
     def try_schedule(self, job: Job) -> tuple[Outcome, Reason | None]: ...
 
     def known_verdict(self, job: Job) -> tuple[Outcome, Reason | None] | None:

@@ -130,6 +130,9 @@ class Session:
     def fit(self, job: Job, tasks: int) -> Attempt:
         return self._fitter.fit(job, tasks)
 
+    def breach(self, job: Job, tasks: int) -> Reason | None:
+        return self._fitter.breach(job, tasks)
+
     def try_schedule(self, job: Job) -> tuple[Outcome, Reason | None]:
         """Places the job now, or starts a preemption for it, or says why it is blocked.
 

@@ -96,3 +96,26 @@ def test_under_reclaim_an_elastic_job_is_shrunk_instead_of_preempted_whole() -> 
         "running",
         2,
     )
+
+
+def test_no_expansion_into_limit_headroom_promised_to_a_preemptor() -> None:
+    # Given a queue capped at 4 GPUs running v (2 x 1 GPU, priority 1), x (1 GPU) and the
+    # elastic e at 1 of its 2 tasks (the limit kept it small),
+    cluster = Cluster()
+    capped = queue("q", gpu_quota=4, gpu_limit=4, preemption={"within_queue": True})
+    cluster.given(0, capped, node("n1", gpu=4), node("n2", gpu=1))
+    cluster.at(1, job("v", "q", gpu=1, tasks=2, priority=1), job("x", "q", gpu=1, priority=1))
+    cluster.agents_obey(1)
+    cluster.at(2, job("e", "q", gpu=1, tasks=2, min_tasks=1, priority=3))
+    cluster.agents_obey(2)
+    assert cluster.job_view("e").placements == (("n1", 1),)
+    # when x ends and p (3 x 1 GPU, priority 2) comes in the same group, p takes v's room,
+    x = cluster.job("x")
+    ended = event("JobFinished", job="x", node="n1", attempt=x.attempt, outcome="succeeded")
+    cluster.when(3, ended, job("p", "q", gpu=1, tasks=3, priority=2))
+    # then e does not grow into the limit headroom that room needs once v stops,
+    assert [(c.type, c.job) for c in cluster.last] == [("Preempt", "v"), ("Preempt", "v")]
+    # and p runs as soon as v has stopped, the queue at its limit.
+    cluster.agents_obey(3)
+    assert [(c.type, c.job) for c in cluster.last] == [("Dispatch", "p")]
+    assert cluster.queue_view("q").allocated.gpu == 4000
