@@ -13,7 +13,7 @@ from domain import fairshare
 from domain.decider import accept, apply
 from domain.events import Event
 from domain.quota import UNLIMITED
-from domain.state import Queue, State
+from domain.state import Job, Queue, State
 from tests.domain.harness import Cluster, event, job, node
 
 EPS = 1e-6
@@ -223,6 +223,11 @@ def workloads(draw: st.DrawFn) -> list[list[Event]]:
     return waves
 
 
+def gpu_of(preemptor: Job) -> int:
+    """What a preemptor counts for in `committed_gpu`: the room held for it."""
+    return sum(held.gpu for held in preemptor.held.values())
+
+
 def committed_gpu(state: State, queue: Queue) -> int:
     """Allocated, less what is already stopping, plus what is held for the queue's jobs."""
     stopping = 0
@@ -273,13 +278,16 @@ def test_reclaim_keeps_victims_at_their_fair_share_and_spares_the_protected(
                     placed = cluster.state.jobs[command.job]
                     gpu = placed.per_task.gpu * command.tasks
                     placed_on_free[placed.queue] = placed_on_free.get(placed.queue, 0) + gpu
-            # Per victim queue, the reclaimers that took from it in this round.
+            # Per victim queue, the reclaimers that took from it in this round; per preemptor,
+            # the queues it took from.
             reclaimers: dict[str, set[str]] = {}
+            took_from: dict[str, set[str]] = {}
             for command in preempted:
                 if command.reason == "reclaim":
                     victim_id = cluster.state.jobs[command.job].queue
                     by = cluster.state.jobs[str(command.by)].queue
                     reclaimers.setdefault(victim_id, set()).add(by)
+                    took_from.setdefault(str(command.by), set()).add(victim_id)
             for victim_id in sorted(reclaimers):
                 victim_queue = cluster.state.queues[victim_id]
                 share = victim_queue.fair_share[0]
@@ -299,6 +307,12 @@ def test_reclaim_keeps_victims_at_their_fair_share_and_spares_the_protected(
                     reclaimer = cluster.state.queues[by]
                     reclaimer_gpu = committed_gpu(cluster.state, reclaimer)
                     reclaimer_gpu -= placed_on_free.get(reclaimer.id, 0)
+                    # What its other preemptors took from other queues came after or apart
+                    # (in one round q3 took q1's 2-GPU job by the fallback, ending at its
+                    # deserved 3, then q0's GPU by fair share, ending at 4).
+                    for preemptor, queues in took_from.items():
+                        if victim_id not in queues and cluster.state.jobs[preemptor].queue == by:
+                            reclaimer_gpu -= gpu_of(cluster.state.jobs[preemptor])
                     within_deserved.append(reclaimer_gpu <= reclaimer.quota.quota[0] + EPS)
                 assert any(within_deserved), (victim_id, sorted(reclaimers[victim_id]))
             if not cluster.last:

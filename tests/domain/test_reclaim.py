@@ -269,3 +269,22 @@ def test_two_reclaims_in_one_cycle_the_second_by_deserved_quota() -> None:
     assert preempts(cluster.last) == [("j1", "reclaim", "j2"), ("j0", "reclaim", "j3")]
     settle(cluster, 4)
     assert (gpus(cluster, "q0"), gpus(cluster, "q1"), gpus(cluster, "q2")) == (2, 0, 1)
+
+
+def test_one_queue_reclaims_by_deserved_quota_then_by_fair_share_in_one_cycle() -> None:
+    # Given q1 (deserved 2) running 1 + 2 GPUs, q3 (deserved 3) running 1, and q0 (nothing
+    # deserved) running 1 + 1, on nodes of 1, 1 and 4 GPUs,
+    cluster = Cluster()
+    queues = [gpu_queue(f"q{i}", quota) for i, quota in ((0, 0), (1, 2), (3, 3))]
+    nodes = [node("n0", gpu=1), node("n1", gpu=1), node("n2", gpu=4)]
+    cluster.at(1, *queues, *nodes)
+    first = [("j0", "q0", 1), ("j3", "q1", 1), ("j4", "q3", 1), ("j7", "q1", 2), ("j1", "q0", 1)]
+    cluster.at(2, *(job(name, q, gpu=gpu) for name, q, gpu in first))
+    settle(cluster, 2)
+    # when q3 asks 2 GPUs and then 1,
+    cluster.when(3, job("j8", "q3", gpu=2), job("j10", "q3", gpu=1))
+    # then j8 takes q1's 2-GPU job by the fallback (no fair-share set frees 2 GPUs on one
+    # node; q3 ends at its deserved 3), and j10 takes q0's GPU by fair share (q3 at 4).
+    assert preempts(cluster.last) == [("j7", "reclaim", "j8"), ("j0", "reclaim", "j10")]
+    settle(cluster, 3)
+    assert (gpus(cluster, "q0"), gpus(cluster, "q1"), gpus(cluster, "q3")) == (1, 1, 4)
