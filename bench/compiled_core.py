@@ -17,6 +17,8 @@ rest of domain/ (state, entities, the pydantic contract models) is not compiled 
 
 QuotaFlow itself runs interpreted: nothing in the product imports this, and the tests run
 the sources. The copy links DIR/.venv to this tree's, so its scripts run as they do here.
+DIR must be new, empty or an earlier build of this tool (which is replaced): nothing else
+is ever deleted.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("domain/cycle", "domain/actions", "domain/rules", "domain/policies")
+MARK = ".compiled-core"  # left in a folder this tool built: only such a folder is rebuilt
 INTERPRETED = {
     "domain/cycle/framework.py": "runtime-checkable Protocols",
     "domain/cycle/session.py": "a weak proxy of the session; native classes take none",
@@ -51,9 +54,10 @@ def modules(tree: Path) -> list[str]:
 
 def build(out: Path, rev: str) -> float:
     """Copies the tree at `rev` into `out` and compiles it there; returns the build's seconds."""
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    if (out / MARK).exists():
+        shutil.rmtree(out)  # an earlier build of this tool
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARK).touch()
     archive = subprocess.run(
         ["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True
     ).stdout
@@ -78,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     if out == REPO or REPO in out.parents:
         parser.error("--out must be outside this repository")
+    if out.exists() and not (out / MARK).exists() and any(out.iterdir()):
+        parser.error(f"{out} is not empty and not an earlier build of this tool: name a new folder")
     seconds = build(out, args.rev)
     compiled = len(list(out.glob("domain/**/*.so")))
     print(f"compiled {compiled} modules of {args.rev} into {out} in {seconds:.0f} s")
