@@ -175,19 +175,30 @@ def plan_moves(
     plan: Plan | None = None
     jobs = state.jobs
     moving: dict[str, Resources] = {}  # per limited queue, what the moves so far run twice
+    # Residents whose move cannot help, until a move is kept (a move tried and rolled back
+    # restores every node and the room's counts exactly).
+    in_vain: set[str] = set()
     for _, target in targets:
         if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
             break
         # Only the resident's old nodes can gain room (its new ones only lose some): when
-        # none of them could hold one more task once it leaves, the move cannot help. When
-        # that holds for every resident, each is tried in vain and nothing changes.
+        # none of them could hold one more task once it leaves, or it could go nowhere at
+        # all, the move cannot help. When that holds for every resident, each is tried in
+        # vain and nothing changes: the tries are counted as those steps count them.
         residents: list[Job] = []
         could_grow = False
         for resident_id in state.nodes[target].jobs:
             resident = jobs[resident_id]
             if resident_id not in moved and movable(resident, job):
                 residents.append(resident)
-                could_grow = could_grow or room.could_grow_lifting(resident)
+                if could_grow or resident_id in in_vain:
+                    continue
+                if room.could_grow_lifting(resident) and landing.could_land(
+                    resident, resident.placed_tasks
+                ):
+                    could_grow = True
+                else:
+                    in_vain.add(resident_id)  # a gang is a resident of each of its nodes
         if not could_grow:
             tries = min(tries + len(residents), MAX_TRIES)
             continue
@@ -196,6 +207,8 @@ def plan_moves(
             if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
                 break
             tries += 1
+            if resident.id in in_vain:
+                continue
             before = room.total
             old = dict(resident.placements)
             if not room.could_grow_lifting(resident):
@@ -219,6 +232,7 @@ def plan_moves(
             if room.total > before:
                 statement.accept(trial)
                 landing.forget()
+                in_vain.clear()
                 moves.append(Move(resident, new))
                 _note_moving(state, resident, moving)
                 moved.add(resident.id)

@@ -11,6 +11,7 @@ from domain.resources import Resources
 from domain.state import Job, State
 
 BINPACK = PLACEMENTS["binpack"]
+_NOTHING: frozenset[str] = frozenset()
 Selector = tuple[tuple[str, str], ...]
 
 
@@ -32,14 +33,23 @@ class Landing:
         self._shapes.clear()
 
     def place(self, resident: Job, tasks: int, exclude: set[str]) -> Plan | None:
-        state = self._state
-        if not resident.held:  # held room widens where it may go: not a general shape
-            key = (resident.per_task, resident.node_selector)
-            if key not in self._shapes:
-                self._shapes[key] = _Counted(state, resident)
-            if not self._shapes[key].hold(tasks, exclude):
-                return None
-        return find_placement(state, resident, tasks, BINPACK, exclude=exclude)
+        if not resident.held and not self._counted(resident).hold(tasks, exclude):
+            return None
+        return find_placement(self._state, resident, tasks, BINPACK, exclude=exclude)
+
+    def could_land(self, resident: Job, tasks: int) -> bool:
+        """Whether `tasks` of the resident could go anywhere, nothing excluded: when not,
+        `place` finds nothing whatever it excludes (excluding nodes only takes copies away)."""
+        return bool(resident.held) or self._counted(resident).hold(tasks, _NOTHING)
+
+    def _counted(self, resident: Job) -> _Counted:
+        """The resident's shape's counts (held room widens where it may go: a resident
+        holding some is no general shape, and is never counted)."""
+        key = (resident.per_task, resident.node_selector)
+        counted = self._shapes.get(key)
+        if counted is None:
+            counted = self._shapes[key] = _Counted(self._state, resident)
+        return counted
 
 
 class _Counted:
@@ -56,7 +66,7 @@ class _Counted:
         self._copies: dict[str, int] = {}  # node -> copies, for counted nodes holding some
         self._total = 0  # sum of _copies
 
-    def hold(self, tasks: int, exclude: set[str]) -> bool:
+    def hold(self, tasks: int, exclude: set[str] | frozenset[str]) -> bool:
         """Whether the candidates outside `exclude` hold `tasks` copies in all."""
         copies = self._copies
         have = self._total - sum(copies.get(node_id, 0) for node_id in exclude)

@@ -220,3 +220,39 @@ def view_of(state: State, job_id: str) -> JobView:
     found = job_view(state, job_id)
     assert found is not None
     return found
+
+
+def test_residents_with_nowhere_to_go_are_passed_over_for_one_that_can_move() -> None:
+    # Given three 4-GPU nodes with one GPU free each: n1 and n2 each run one 3-GPU job,
+    # which no node has room for elsewhere; n3 runs a 1-GPU and a 2-GPU job,
+    cluster = Cluster()
+    cluster.given(
+        0,
+        queue("a", gpu_quota=12),
+        node("n1", gpu=4),
+        node("n2", gpu=4),
+        node("n3", gpu=4),
+    )
+    cluster.when(1, job("w1", "a", gpu=3), job("w2", "a", gpu=3))
+    cluster.when(2, job("f1", "a", gpu=1), job("f2", "a", gpu=1))  # fill n1 and n2 for now
+    cluster.when(3, job("one", "a", gpu=1), job("two", "a", gpu=2))
+    cluster.agents_obey()
+    assert {c.job: c.node for c in cluster.commands if c.type == "Dispatch"} == {
+        "w1": "n1",
+        "w2": "n2",
+        "f1": "n1",
+        "f2": "n2",
+        "one": "n3",
+        "two": "n3",
+    }
+    cluster.finish(4, "f1")
+    cluster.finish(4, "f2")
+    # when a 2-GPU job asks for room,
+    cluster.when(5, job("pair", "a", gpu=2))
+    # then only the 1-GPU job moves (into a one-GPU hole), and the pair gets n3.
+    assert [(c.type, c.job, c.node) for c in cluster.last] == [
+        ("Dispatch", "one", "n1"),
+        ("Preempt", "one", "n3"),
+    ]
+    cluster.agents_obey()
+    assert [(c.job, c.node) for c in cluster.last] == [("pair", "n3")]
