@@ -51,7 +51,7 @@ class Allocate:
             keyed_at[queue_id] = statement.epoch
         heapq.heapify(heap)
         cursors: dict[str, tuple[Iterator[Job], QueuePolicy]] = {}
-        known_verdict = cycle.known_verdict
+        known_verdict, still_waiting = cycle.known_verdict, cycle.still_waiting
         noted: set[str] = set()  # queues whose first blocked job reclaim-again has
         while heap:
             key, queue_id = heapq.heappop(heap)
@@ -70,6 +70,8 @@ class Allocate:
                 walking = cursors[queue_id] = (walk(cycle, queue, policy), policy)
             cursor, policy = walking
             for job in cursor:
+                if job.awaiting and still_waiting(job):
+                    continue  # its try would leave it waiting for its victims, as it is
                 known = known_verdict(job)
                 if known is not None and job.blocked_since is not None:
                     # A look-alike of a job found blocked in this cycle (which noted the

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from domain.cycle.framework import Attempt
-from domain.devices import WHOLE
-from domain.placement import PlacementStrategy, copies_held_for, find_placement, largest_free
+from domain.cycle.no_room import no_room_reason
+from domain.placement import PlacementStrategy, copies_held_for, find_placement
 from domain.quota_checks import admission_breach, protected_breach
 from domain.reasons import Reason, ReasonKind, reason
 from domain.resources import ZERO, Resources
@@ -79,6 +79,17 @@ class Fitter:
                 self._remember_no_room(job, tasks)
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
+
+    def waits_for_room(self, job: Job) -> bool:
+        """Whether `fit` would find no size of the job placeable from what it knows already:
+        no quota, limit or promised-room breach, no node the job holds room on that could take
+        a task yet, and its shape known to find no room. False where `fit` would have to look."""
+        if job.held and _held_room_now(self._state, job):
+            return False
+        for tasks in self.sizes(job):
+            if self.breach(job, tasks) is not None or not self._known_no_room(job, tasks):
+                return False
+        return True
 
     def breach(self, job: Job, tasks: int) -> Reason | None:
         """Why quota, limits or room promised to preemptors forbid `tasks` more of the job.
@@ -261,56 +272,9 @@ class Fitter:
         cached = self._reasons.get(key)
         if cached is not None and cached[0] == epoch:
             return cached[1]
-        found = self._no_room_reason(job, tasks)
+        found = no_room_reason(self._state, job, tasks)
         self._reasons[key] = (epoch, found)
         return found
-
-    def _no_room_reason(self, job: Job, tasks: int) -> Reason:
-        state = self._state
-        largest = largest_free(state)
-        if largest is None:
-            return reason(ReasonKind.CAPACITY, "no live nodes", tasks=tasks)
-        if not job.per_task.fits_in(state.capacity):
-            return reason(
-                ReasonKind.CAPACITY,
-                f"one task ({job.per_task}) is larger than the whole cluster",
-                tasks=tasks,
-                per_task=str(job.per_task),
-            )
-        selector = ""
-        if job.node_selector:
-            selector = " matching " + ",".join(f"{k}={v}" for k, v in job.node_selector)
-        found = reason(
-            ReasonKind.CAPACITY,
-            f"no room on nodes{selector} for {tasks} task(s) of {job.per_task} (most free node: {largest})",
-            tasks=tasks,
-            per_task=str(job.per_task),
-            most_free=str(largest),
-            selector=selector.removeprefix(" matching "),
-        )
-        shared = self._shared_devices_only(job)
-        if not shared:
-            return found
-        return found.prefixed(
-            "",
-            f"; {shared} node(s) have the GPUs free only on devices that fractional tasks "
-            "share, and a whole-GPU task takes whole free devices",
-            shared_devices_only=shared,
-        )
-
-    def _shared_devices_only(self, job: Job) -> int:
-        """How many nodes (of the first 64 with enough free GPU in total) would hold one task
-        of the job by their totals but not on their devices."""
-        if job.per_task.gpu < WHOLE:
-            return 0
-        count = 0
-        for looked, node_id in enumerate(self._state.node_index.fullest_first(job.per_task.gpu)):
-            if looked >= 64:
-                break
-            node = self._state.nodes[node_id]
-            if node.matches(job.node_selector) and job.per_task.max_copies_in(node.free):
-                count += node.copies(job.per_task) == 0
-        return count
 
 
 _PENDING = JobStatus.PENDING  # read once: the promised sums check it for every holder

@@ -268,6 +268,10 @@ class Cycle(CycleView, Protocol):
     def known_verdict(self, job: Job) -> tuple[Outcome, Reason | None] | None:
         """What try_schedule would give, known without a try (a blocked look-alike's)."""
 
+    def still_waiting(self, job: Job) -> bool:
+        """Whether trying the job (awaiting victims) would leave it waiting, unchanged."""
+        ...
+
     def look_alike_key(self, job: Job) -> ShapeKey | None:
         """The key the job's look-alikes share, or None for a job always tried in full."""
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from domain.commands import DispatchReason, NodeCommand, Preempt, PreemptReason
+from domain.cycle import awaiting
 from domain.cycle.fitting import Fitter
 from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
 from domain.cycle.reclaim_reasons import reclaim_reason
@@ -175,6 +176,9 @@ class Session:
             return blocked[1]
         return None
 
+    def still_waiting(self, job: Job) -> bool:
+        return awaiting.still_waiting(self._state, self._statement, self._fitter, job)
+
     def look_alike_key(self, job: Job) -> ShapeKey | None:
         return self._shape(job)
 
@@ -246,24 +250,10 @@ class Session:
         return (self._victim_search or self._victims()).may_be_victim(job, victim, rule)
 
     def still_stopping(self, job_id: str) -> bool:
-        victim = self._state.jobs.get(job_id)
-        return victim is not None and bool(victim.stopping)
+        return awaiting.still_stopping(self._state, job_id)
 
     def refresh_awaiting(self, job: Job) -> None:
-        """Drops from the job's awaited victims those no longer stopping; a preemptor that
-        still waits for all of them (most, every cycle) keeps its set as it is. One that Claim
-        found waiting for victims all still stopping, none of which has stopped since
-        (`State.awaiting_checked`, `State.stops_ended`), is not looked at again."""
-        state = self._state
-        if job.id in state.awaiting_checked and job.awaiting.isdisjoint(state.stops_ended):
-            return
-        for victim_id in job.awaiting:  # a loop, not all(): asked of many preemptors a cycle
-            if not self.still_stopping(victim_id):
-                break
-        else:
-            return
-        awaiting = frozenset(v for v in job.awaiting if self.still_stopping(v))
-        self._statement.set(job, "awaiting", awaiting)
+        awaiting.refresh(self._state, self._statement, job)
 
     # -- commands --------------------------------------------------------------------------
 

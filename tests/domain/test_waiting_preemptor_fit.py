@@ -152,3 +152,15 @@ def test_waiting_preemptors_get_the_commands_and_reasons_of_full_searches(
     with mock.patch.object(fitting, "_held_room_now", lambda state, job: True):
         searched = simulate(lines)  # every preemptor searched for on its own
     assert shared == searched
+
+
+def test_a_waiting_preemptor_takes_room_that_appears_elsewhere_before_its_victim_stops() -> None:
+    # Given a preemptor waiting for its victim to stop, and a cycle that changes nothing for it
+    cluster = preemptor_waiting()
+    cluster.when(1500, job("other", "q", gpu=4, priority=1))
+    assert cluster.last == []
+    assert cluster.job_view("high").awaiting == ("low",)
+    # When a node with room for it joins before the victim has stopped
+    cluster.when(2000, node("n1", gpu=4))
+    # Then it runs there at once
+    assert [(c.type, c.job, c.node) for c in cluster.last] == [("Dispatch", "high", "n1")]

@@ -1,0 +1,64 @@
+"""A preemptor awaiting its victims: which still stop, and whether a try would change anything (pure).
+
+A preemption holds room for its job until its victims stop. Claim looks at every waiting
+preemptor first in a cycle (`refresh`); a preemptor still waiting for victims that all were
+stopping then, none of which has stopped since (`State.awaiting_checked`,
+`State.stops_ended`), is not looked at again. Allocate then asks `still_waiting` before it
+tries one: most wait cycle after cycle, and their try would change nothing.
+"""
+
+from __future__ import annotations
+
+from domain.cycle.fitting import Fitter
+from domain.cycle.statement import Statement
+from domain.reasons import ReasonKind
+from domain.state import Job, State
+
+
+def still_stopping(state: State, job_id: str) -> bool:
+    victim = state.jobs.get(job_id)
+    return victim is not None and bool(victim.stopping)
+
+
+def unchanged(state: State, job: Job) -> bool:
+    """Whether Claim found the job waiting for victims all still stopping, and none of them
+    has stopped since."""
+    return job.id in state.awaiting_checked and job.awaiting.isdisjoint(state.stops_ended)
+
+
+def refresh(state: State, statement: Statement, job: Job) -> None:
+    """Drops from the job's awaited victims those no longer stopping; a preemptor that still
+    waits for all of them (most, every cycle) keeps its set as it is."""
+    if unchanged(state, job):
+        return
+    for victim_id in job.awaiting:  # a loop, not all(): asked of many preemptors a cycle
+        if not still_stopping(state, victim_id):
+            break
+    else:
+        return
+    awaiting = frozenset(v for v in job.awaiting if still_stopping(state, v))
+    statement.set(job, "awaiting", awaiting)
+
+
+def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) -> bool:
+    """Whether trying the preemptor now would find it waiting for the same victims, for the
+    reason it holds, and change nothing: Session._try would then return PREEMPTING with that
+    reason. Its awaited victims are unchanged (`refresh` would keep them), no size fits
+    (`Fitter.waits_for_room`), so each size's reason is the one `Fitter._capacity_reason`
+    keeps for a preemptor whose awaited victims are the ones its reason names."""
+    known = job.pending_reason
+    if (
+        known is None
+        or known.kind is not _PREEMPTING
+        or not job.held
+        or job.blocked_since is not None
+        or not unchanged(state, job)
+        or statement.tentative
+    ):
+        return False
+    if known.facts != (("awaiting", tuple(sorted(job.awaiting))),):
+        return False
+    return fitter.waits_for_room(job)
+
+
+_PREEMPTING = ReasonKind.PREEMPTING  # read once: asked for every waiting preemptor a cycle
