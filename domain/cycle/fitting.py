@@ -86,8 +86,9 @@ class Fitter:
         a task yet, and its shape known to find no room. False where `fit` would have to look."""
         if job.held and _held_room_now(self._state, job):
             return False
-        for tasks in self.sizes(job):
-            if self.breach(job, tasks) is not None or not self._known_no_room(job, tasks):
+        tasks = job.tasks
+        for size in self.sizes(job) if job.min_tasks < tasks else (tasks,):
+            if self.breach(job, size) is not None or not self._known_no_room(job, size):
                 return False
         return True
 
