@@ -9,8 +9,9 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 
-from domain.cycle.session import Session
+from domain.cycle import awaiting
 from domain.snapshot import decode_state, encode_state
+from domain.state import State
 from tests.domain.harness import event, job
 from tests.domain.test_blocked_shapes import WatchedSimulator, look_alike_backlogs, simulate
 from tests.domain.test_failed_plans import fragmenting_arrivals
@@ -56,15 +57,15 @@ def test_claims_looks_under_consolidation_change_no_command_or_reason(
 
 
 def victims_looked_at() -> tuple[list[str], Any]:
-    """Notes each victim whose stop the cycle looks at (Session.still_stopping)."""
+    """Notes each victim whose stop the cycle looks at (domain/cycle/awaiting.py)."""
     looked: list[str] = []
-    real = Session.still_stopping
+    real = awaiting.still_stopping
 
-    def still_stopping(self: Session, job_id: str) -> bool:
+    def still_stopping(state: State, job_id: str) -> bool:
         looked.append(job_id)
-        return real(self, job_id)
+        return real(state, job_id)
 
-    return looked, mock.patch.object(Session, "still_stopping", still_stopping)
+    return looked, mock.patch.object(awaiting, "still_stopping", still_stopping)
 
 
 def test_a_preemptor_none_of_whose_victims_stopped_is_not_looked_at_by_claim_again() -> None:
