@@ -9,7 +9,7 @@ from enum import Enum
 from domain.actions.reclaim_again import note_blocked, note_dequeued
 from domain.actions.settled_walk import forget_idle, walk
 from domain.cycle.framework import Cycle, Outcome, QueuePolicy, Verdict
-from domain.cycle.ordering import QueueKey, queue_key
+from domain.cycle.ordering import QueueKey, QueueKeys
 from domain.reasons import Reason
 from domain.state import Job, Queue
 
@@ -43,11 +43,12 @@ class Allocate:
             if len(queue.pending):
                 waiting.append(queue_id)
         forget_idle(cycle, waiting)
+        queue_key = QueueKeys(state).key
         # A lone queue is never ranked against another (a requeue with an empty heap keeps
         # it first), so its key is not computed.
         lone = len(waiting) == 1
         for queue_id in waiting:
-            heap.append((() if lone else queue_key(state, queue_id), queue_id))
+            heap.append((() if lone else queue_key(queue_id, statement.epoch), queue_id))
             keyed_at[queue_id] = statement.epoch
         heapq.heapify(heap)
         cursors: dict[str, tuple[Iterator[Job], QueuePolicy]] = {}
@@ -56,7 +57,7 @@ class Allocate:
         while heap:
             key, queue_id = heapq.heappop(heap)
             if keyed_at[queue_id] != statement.epoch:
-                fresh = queue_key(cycle.state, queue_id)
+                fresh = queue_key(queue_id, statement.epoch)
                 if fresh != key:
                     # Keys only grow within a cycle (allocations only add), so a stale entry
                     # is re-filed and the true minimum surfaces.
@@ -89,7 +90,7 @@ class Allocate:
                 if step is _REQUEUE:
                     if not heap:
                         continue  # no other queue to rank it against: it stays first
-                    heapq.heappush(heap, (queue_key(cycle.state, queue_id), queue_id))
+                    heapq.heappush(heap, (queue_key(queue_id, statement.epoch), queue_id))
                     keyed_at[queue_id] = statement.epoch
                 break
         # Placed jobs leave the pending lists only now: the cursors above walk those lists.

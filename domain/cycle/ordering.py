@@ -47,6 +47,41 @@ def queue_key(state: State, queue_id: str) -> QueueKey:
     return tuple(key)
 
 
+class QueueKeys:
+    """`queue_key` for one action, each level's entry made once per allocation epoch: a level
+    reads only its queue's allocation, fair share and priority, so queues under one parent
+    share its entry, and a queue's path is looked up once. Fair shares do not change within
+    an action once read (the first key runs any recompute the cycle deferred)."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._epoch = -1
+        self._levels: dict[str, tuple[float, int, str]] = {}
+        self._paths: dict[str, tuple[Queue, ...]] = {}
+
+    def key(self, queue_id: str, epoch: int) -> QueueKey:
+        """`queue_key(state, queue_id)`, with allocations as at the statement's `epoch`."""
+        state = self._state
+        state.update_fair_shares()
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._levels.clear()
+        path = self._paths.get(queue_id)
+        if path is None:
+            path = self._paths[queue_id] = tuple(reversed(list(state.ancestors(queue_id))))
+        levels = self._levels
+        key: list[tuple[float, int, str]] = []
+        for queue in path:
+            level = levels.get(queue.id)
+            if level is None:
+                ratio = deprivation(queue.subtree_allocated.as_tuple(), queue.fair_share)
+                level = levels[queue.id] = (ratio, -queue.priority, queue.id)
+            key.append(level)
+        own = path[-1]
+        key.append((deprivation(own.allocated.as_tuple(), own.own_fair_share), 0, OWN))
+        return tuple(key)
+
+
 def pending_in_order(queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Job]:
     """The queue's pending jobs in the order they are tried: interactive first, then higher
     effective priority, then submission order (a requeued job keeps its submission order).
