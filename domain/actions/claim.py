@@ -22,18 +22,15 @@ class Claim:
         state = cycle.state
         ready = []
         still: set[str] = set()
-        jobs, checked, ended = state.jobs, state.awaiting_checked, state.stops_ended
         # Unsorted: each refresh changes only its own job's awaited victims, so the order
         # of these steps changes no outcome; the ready ones are then taken in queue order.
         for job_id in state.holders:
-            job = jobs.get(job_id)
-            if job is None or job.status is not _PENDING or not job.held:
+            job = state.jobs.get(job_id)
+            if job is None or job.status is not JobStatus.PENDING or not job.held:
                 continue
             # Not looked at again if every victim it awaits was stopping when Claim last
-            # looked and none has stopped since (domain/cycle/awaiting.py, `unchanged`):
-            # asked here first, as most preemptors wait cycle after cycle.
-            if job_id not in checked or not job.awaiting.isdisjoint(ended):
-                cycle.refresh_awaiting(job)
+            # looked and none has stopped since (domain/cycle/awaiting.py, `refresh`).
+            cycle.refresh_awaiting(job)
             if job.awaiting:
                 still.add(job_id)
             else:
@@ -48,6 +45,3 @@ class Claim:
                     cycle.dispatch(job, attempt.plan)
                     cycle.statement.dequeue(job)
                     break
-
-
-_PENDING = JobStatus.PENDING  # read once: asked of every holder in every cycle

@@ -35,16 +35,9 @@ def deprivation(allocated: tuple[int, int, int], share: tuple[float, float, floa
 
 def queue_key(state: State, queue_id: str) -> QueueKey:
     """Hierarchical order: most deprived top-level queue first, then down its tree; the
-    queue's own jobs compete with its children as one more child."""
-    state.update_fair_shares()
-    path = list(state.ancestors(queue_id))
-    key: list[tuple[float, int, str]] = []
-    for queue in reversed(path):
-        ratio = deprivation(queue.subtree_allocated.as_tuple(), queue.fair_share)
-        key.append((ratio, -queue.priority, queue.id))
-    own = state.queues[queue_id]
-    key.append((deprivation(own.allocated.as_tuple(), own.own_fair_share), 0, OWN))
-    return tuple(key)
+    queue's own jobs compete with its children as one more child. Made afresh (an action
+    that keys many queues keeps a `QueueKeys`)."""
+    return QueueKeys(state).key(queue_id, 0)
 
 
 class QueueKeys:

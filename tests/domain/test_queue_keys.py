@@ -1,5 +1,6 @@
-"""Allocate's queue keys, made once per level and allocation epoch (QueueKeys), equal the
-keys made afresh (queue_key) for every queue of generated trees, after every cycle."""
+"""Allocate's queue keys, each level made once per allocation epoch by one QueueKeys kept
+for the run, equal the keys made afresh (queue_key: a new QueueKeys for each key) for every
+queue of generated trees, after every cycle."""
 
 from __future__ import annotations
 
