@@ -9,9 +9,8 @@ tries one: most wait cycle after cycle, and their try would change nothing.
 
 from __future__ import annotations
 
-from domain.cycle.fitting import Fitter
+from domain.cycle.fitting import Fitter, waiting_reason_held
 from domain.cycle.statement import Statement
-from domain.reasons import ReasonKind
 from domain.state import Job, State
 
 
@@ -45,20 +44,14 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
     reason it holds, and change nothing: Session._try would then return PREEMPTING with that
     reason. Its awaited victims are unchanged (`refresh` would keep them), no size fits
     (`Fitter.waits_for_room`), so each size's reason is the one `Fitter._capacity_reason`
-    keeps for a preemptor whose awaited victims are the ones its reason names."""
-    known = job.pending_reason
+    keeps for a preemptor whose awaited victims are the ones its reason names
+    (`waiting_reason_held`)."""
     if (
-        known is None
-        or known.kind is not _PREEMPTING
-        or not job.held
+        not job.held
         or job.blocked_since is not None
         or not unchanged(state, job)
         or statement.tentative
+        or waiting_reason_held(job) is None
     ):
         return False
-    if known.facts != (("awaiting", tuple(sorted(job.awaiting))),):
-        return False
     return fitter.waits_for_room(job)
-
-
-_PREEMPTING = ReasonKind.PREEMPTING  # read once: asked for every waiting preemptor a cycle

@@ -258,14 +258,10 @@ class Fitter:
 
     def _capacity_reason(self, job: Job, tasks: int) -> Reason:
         if job.held and job.awaiting:
+            known = waiting_reason_held(job)  # the same victims cycle after cycle, mostly
+            if known is not None:
+                return known
             awaiting = tuple(sorted(job.awaiting))
-            known = job.pending_reason  # a preemptor waits for the same victims cycle after cycle
-            if (
-                known is not None
-                and known.kind is ReasonKind.PREEMPTING
-                and known.facts == (("awaiting", awaiting),)
-            ):
-                return known  # only here is such a reason made, its text from these facts
             text = f"waiting for preempted jobs to stop: {', '.join(awaiting)}"
             return reason(ReasonKind.PREEMPTING, text, awaiting=awaiting)
         key = (job.node_selector, job.per_task, tasks)
@@ -279,6 +275,20 @@ class Fitter:
 
 
 _PENDING = JobStatus.PENDING  # read once: the promised sums check it for every holder
+
+
+def waiting_reason_held(job: Job) -> Reason | None:
+    """The reason the job holds, if it is the one a preemptor waiting for exactly the
+    victims it awaits is given (only `Fitter._capacity_reason` makes such a reason, its
+    text from these facts): giving it again would change nothing. Else None."""
+    known = job.pending_reason
+    if (
+        known is not None
+        and known.kind is ReasonKind.PREEMPTING
+        and known.facts == (("awaiting", tuple(sorted(job.awaiting))),)
+    ):
+        return known
+    return None
 
 
 def _own_held(state: State, job: Job) -> Resources:
