@@ -66,6 +66,10 @@ class Allocations:
         self._charge_queues(job, amount)
         self.needs_cycle = True
         queue = self.queues[job.queue]
+        stoppable_on = queue.stoppable_on
+        if stoppable_on is not None and job.preemptible and not job.interactive:
+            # (unknown stays unknown: stoppable_on counts every job then)
+            stoppable_on[node_id] = stoppable_on.get(node_id, ZERO) + amount
         queue.running.add(job.id)
         least = queue.least_task
         if least is not None:  # unknown stays unknown: least_task counts every job then
@@ -107,9 +111,47 @@ class Allocations:
         assert found is not None
         return found
 
+    def stoppable_on(self, queue_id: str) -> dict[str, Resources]:
+        """Per node, what the queue's preemptible, non-interactive jobs have placed there
+        (`Queue.stoppable_on`; not to be changed by the caller). Where not known yet (a queue
+        new or restored from a snapshot) it is counted from every job's placements, once
+        for all such queues."""
+        known = self.queues[queue_id].stoppable_on
+        if known is not None:
+            return known
+        unknown = {queue.id: queue for queue in self.queues.values() if queue.stoppable_on is None}
+        counted: dict[str, dict[str, Resources]] = {queue_id: {} for queue_id in unknown}
+        for job in self.jobs.values():
+            per_node = counted.get(job.queue)
+            if per_node is not None and job.preemptible and not job.interactive:
+                for node_id, tasks in job.placements.items():
+                    per_node[node_id] = per_node.get(node_id, ZERO) + job.per_task * tasks
+        for queue in unknown.values():
+            queue.stoppable_on = counted[queue.id]
+        return counted[queue_id]
+
+    def take_placed(self, job: Job, node_id: str) -> tuple[int, tuple[Assignment, ...]]:
+        """Takes all of the job's placed tasks off a node (they finished): how many, and
+        their devices. Not freed yet (`release`)."""
+        tasks = job.placements.get(node_id, 0)
+        devices = job.devices.pop(node_id, ())
+        job.placements.pop(node_id, None)
+        self._unplaced(job, node_id, tasks)
+        return tasks, devices
+
+    def _unplaced(self, job: Job, node_id: str, tasks: int) -> None:
+        stoppable_on = self.queues[job.queue].stoppable_on
+        if stoppable_on is not None and tasks and job.preemptible and not job.interactive:
+            left = stoppable_on.get(node_id, ZERO) - job.per_task * tasks
+            if left.is_zero():
+                stoppable_on.pop(node_id, None)
+            else:
+                stoppable_on[node_id] = left
+
     def _take_placed(self, job: Job, node_id: str, tasks: int) -> tuple[Assignment, ...]:
         """Takes `tasks` of the job's placed tasks off its placements on a node: the latest
         placed first (a shrink frees the devices of the node's newest tasks)."""
+        self._unplaced(job, node_id, min(tasks, job.placements.get(node_id, 0)))
         left = job.placements.get(node_id, 0) - tasks
         devices = job.devices.get(node_id, ())
         cut = max(0, len(devices) - tasks)

@@ -161,6 +161,18 @@ class NodeDevices:
             return whole_free // per_device
         return fits + whole_free * (WHOLE // gpu) + partial // gpu
 
+    def copies_freeing(self, gpu: int, freed: Mapping[int, int]) -> int:
+        """`copies(gpu)` once tasks using `freed` (milli-GPU per device) are gone, as if
+        released; nothing changes."""
+        used = dict(self.used)
+        for index, amount in freed.items():
+            value = used.get(index, 0) - amount
+            if value:
+                used[index] = value
+            else:
+                used.pop(index, None)
+        return NodeDevices(self.layout, used, self.stopping, self.held).copies(gpu)
+
     def choose(
         self, gpu: int, tasks: int, own: Mapping[int, int] = NONE, future: bool = False
     ) -> list[Assignment] | None:

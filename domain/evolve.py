@@ -255,8 +255,7 @@ def _(event: JobFinished, state: State, seq: int, ts: int) -> None:
         # move) may end on their own before the agent acknowledges the Preempt.
         _stopped(state, event.job, event.node, event.attempt)
         return
-    tasks = job.placements.pop(event.node, 0)
-    devices = job.devices.pop(event.node, ())
+    tasks, devices = state.take_placed(job, event.node)
     earlier = job.stopping.get(event.node)
     if earlier is not None and earlier.attempt == event.attempt:
         state.end_stop(job, event.node)

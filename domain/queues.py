@@ -38,3 +38,8 @@ class Queue:
     # yet): lowered by Allocations.place, never raised, so a bound and no exact minimum.
     # The victim search skips a queue whose room is below it. Derived, never saved.
     least_task: Resources | None = field(default=None, compare=False)
+    # Per node, what this queue's preemptible, non-interactive jobs have placed there (tasks
+    # being stopped not counted; None: not known yet): kept by Allocations, so that the
+    # victim search can bound the room its candidate queues could free without listing
+    # their jobs (Room.most_if_emptied). Derived, never saved.
+    stoppable_on: dict[str, Resources] | None = field(default=None, compare=False)

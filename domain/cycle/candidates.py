@@ -10,16 +10,18 @@ On the contended Alibaba trace 96% of the victims listed shared a shape already 
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import (
+    RELEASE_EPSILON,
     Cycle,
     PreemptionRule,
     ReleaseBound,
     exceeds_release_room,
 )
-from domain.cycle.room import VictimStep, victim_steps
+from domain.cycle.room import NO_CAP, Cap, VictimStep, victim_steps
 from domain.state import Job
 
 
@@ -35,26 +37,52 @@ class Admission(Protocol):
         ...
 
 
+Release = tuple[float, float, float] | None  # what a queue may release (None: not bounded)
+
+
+def victim_queues(
+    cycle: Cycle, job: Job, rule: PreemptionRule, bound: ReleaseBound | None
+) -> list[tuple[str, Release]]:
+    """The rule's candidate queues, each with what it may release under a rule that bounds
+    it (`bound`): a queue whose room refuses even the least request of its running jobs
+    is left out, since every one of its victims would be refused."""
+    queues: list[tuple[str, Release]] = []
+    for queue_id in rule.candidate_queues(cycle, job):
+        room = None if bound is None else bound.release_room(cycle, job, queue_id)
+        if room is not None and exceeds_release_room(cycle.state.least_task(queue_id), room):
+            continue
+        queues.append((queue_id, room))
+    return queues
+
+
+def release_cap(room: Release) -> Cap:
+    """The most, per resource, a walk may take of a queue with this release room: a release
+    above the room (beyond `RELEASE_EPSILON`) is refused (`ReleaseLedger`), and amounts are
+    whole numbers."""
+    if room is None:
+        return (NO_CAP, NO_CAP, NO_CAP)
+    gpu, cpu, memory = (
+        NO_CAP if amount >= NO_CAP else math.floor(amount + RELEASE_EPSILON) for amount in room
+    )
+    return (gpu, cpu, memory)
+
+
 def candidate_steps(
     cycle: Cycle,
     search: Admission,
     job: Job,
     rule: PreemptionRule,
-    bound: ReleaseBound | None,
+    queues: list[tuple[str, Release]],
 ) -> list[VictimStep]:
-    """The steps of every admitted victim of the rule's candidate queues. With a rule that
-    bounds what each queue may release (`bound`), a victim's steps beyond that room are
-    dropped first, before the costlier filters: the walk would refuse them anyway (a release
-    the room refuses alone is refused after other victims too), so decisions are the same
-    and a queue with no room for any of its jobs costs one pass."""
+    """The steps of every admitted victim of the queues (`victim_queues`). With a rule that
+    bounds what each queue may release, a victim's steps beyond that room are dropped
+    first, before the costlier filters: the walk would refuse them anyway (a release the
+    room refuses alone is refused after other victims too), so decisions are the same."""
     state = cycle.state
     superiors = explicit_superiors(cycle, job)
     verdicts: dict[tuple[object, ...], bool] = {}
     steps: list[VictimStep] = []
-    for queue_id in rule.candidate_queues(cycle, job):
-        room = None if bound is None else bound.release_room(cycle, job, queue_id)
-        if room is not None and exceeds_release_room(state.least_task(queue_id), room):
-            continue  # the room refuses even the least request of its running jobs
+    for queue_id, room in queues:
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
             if room is not None and exceeds_release_room(
                 victim.per_task, room, first_tasks(victim)

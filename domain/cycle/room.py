@@ -7,15 +7,17 @@ taken and given back through the cycle's statement. See docs/preemption.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from domain.cycle.statement import Statement
-from domain.devices import Assignment
-from domain.resources import ZERO, Resources
+from domain.devices import Assignment, usage
+from domain.resources import MANY_COPIES, ZERO, Resources
 from domain.state import Job, State
 
 _NO_NEED = -(1 << 62)  # a resource the task does not ask for: any freeing will do
+NO_CAP = 1 << 62  # more than any queue could release of a resource
+Cap = tuple[int, int, int]  # per resource, the most a queue may release (NO_CAP: no bound)
 
 
 @dataclass(frozen=True)
@@ -95,23 +97,77 @@ class Room:
         node = self._state.nodes[node_id]
         return not node.lost and node.matches(self._job.node_selector)
 
-    def total_if_freed(self, steps: list[VictimStep]) -> int:
+    def if_all_taken(self, steps: list[VictimStep]) -> tuple[int, int]:
+        """What `total` would be once every step is taken, nothing taken: first counted in
+        resources alone (an upper bound, from which the search picks its target size), then
+        exactly, as `Node.copies` counts the devices the steps' tasks leave free (a step
+        frees the victim's latest placed tasks on a node, as `Allocations.unplace` does)."""
         freed: dict[str, list[int]] = {}  # per node, gpu, cpu and memory the steps free
+        tasks_on: dict[str, dict[str, int]] = {}  # per node, per victim, tasks taken
+        victims: dict[str, Job] = {}
         for step in steps:
-            per_task = step.victim.per_task
+            victim = step.victim
+            per_task = victim.per_task
+            victims[victim.id] = victim
             for node_id, tasks in step.nodes:
                 amounts = freed.setdefault(node_id, [0, 0, 0])
                 amounts[0] += per_task.gpu * tasks
                 amounts[1] += per_task.cpu * tasks
                 amounts[2] += per_task.memory * tasks
-        total = self.total
+                on_node = tasks_on.setdefault(node_id, {})
+                on_node[victim.id] = on_node.get(victim.id, 0) + tasks
+        bound = exact = self.total
         asked = self._job.per_task
-        for node_id in sorted(freed):
-            if self.usable(node_id):
-                free = self._state.nodes[node_id].free
-                gpu, cpu, memory = freed[node_id]
-                more = Resources(free.gpu + gpu, free.cpu + cpu, free.memory + memory)
-                total += asked.max_copies_in(more) - self._copies.get(node_id, 0)
+        for node_id, (gpu, cpu, memory) in freed.items():  # sums: order-free
+            if not self.usable(node_id):
+                continue
+            node = self._state.nodes[node_id]
+            free = node.free
+            copies = asked.max_copies_in(
+                Resources(free.gpu + gpu, free.cpu + cpu, free.memory + memory)
+            )
+            now = self._copies.get(node_id, 0)
+            bound += copies - now
+            if copies > 0 and asked.gpu:
+                left: dict[int, int] = {}
+                for victim_id, tasks in tasks_on[node_id].items():
+                    victim = victims[victim_id]
+                    latest = victim.devices.get(node_id, ())[-tasks:]
+                    for index, amount in usage(latest, victim.per_task.gpu).items():
+                        left[index] = left.get(index, 0) + amount
+                copies = min(copies, node.gpus.copies_freeing(asked.gpu, left))
+            exact += copies - now
+        return bound, exact
+
+    def most_if_emptied(
+        self, queues: Sequence[tuple[Mapping[str, Resources], Cap]], enough: int
+    ) -> int:
+        """An upper bound of how many tasks the nodes could hold once any victims of the
+        queues are stopped, as a walk may take them: for each queue, what its stoppable jobs
+        have placed per node (`Allocations.stoppable_on`), each node's share capped by what
+        the queue may release in all (`ReleaseLedger`: a walk never takes more of it).
+        Counting stops once it reaches `enough`. A node's term, as in `if_all_taken`,
+        only grows with what is freed on it and is never below 0 (`Node.copies` is at most
+        `max_copies_in(free)`), so no walk's fit finds more."""
+        total = self.total
+        asked, copies, free_of = self._job.per_task, self._copies, self._state.node_index.free_of
+        gpu, cpu, memory = asked.gpu, asked.cpu, asked.memory
+        if not (gpu or cpu or memory):
+            return max(total, enough)  # asks nothing: any node holds "a large number"
+        for node_id, (more_gpu, more_cpu, more_memory) in _capped(queues):
+            if total >= enough:
+                break
+            if not self.usable(node_id):
+                continue
+            free = free_of(node_id)
+            more = MANY_COPIES
+            if gpu:
+                more = (free[0] + more_gpu) // gpu
+            if cpu:
+                more = min(more, (free[1] + more_cpu) // cpu)
+            if memory:
+                more = min(more, (free[2] + more_memory) // memory)
+            total += max(0, more) - copies.get(node_id, 0)
         return total
 
     def could_grow(self, node_id: str, steps: list[VictimStep]) -> bool:
@@ -218,3 +274,32 @@ class Room:
     def copies(self, node_id: str) -> int:
         """Tasks of the job the node could hold now (0 for a node not counted yet)."""
         return self._copies.get(node_id, 0)
+
+
+def _capped(
+    queues: Sequence[tuple[Mapping[str, Resources], Cap]],
+) -> Iterator[tuple[str, tuple[int, int, int]]]:
+    """Per node, what the queues free there, each queue's amount capped (`most_if_emptied`)."""
+    if len(queues) == 1:  # the usual case: one candidate queue, nothing to add up
+        per_node, (most_gpu, most_cpu, most_memory) = queues[0]
+        for node_id, placed in per_node.items():
+            yield (
+                node_id,
+                (
+                    min(placed.gpu, most_gpu),
+                    min(placed.cpu, most_cpu),
+                    min(placed.memory, most_memory),
+                ),
+            )
+        return
+    freed: dict[str, tuple[int, int, int]] = {}
+    for per_node, (most_gpu, most_cpu, most_memory) in queues:
+        for node_id, placed in per_node.items():
+            gpu = min(placed.gpu, most_gpu)
+            cpu = min(placed.cpu, most_cpu)
+            memory = min(placed.memory, most_memory)
+            earlier = freed.get(node_id)
+            if earlier is not None:
+                gpu, cpu, memory = earlier[0] + gpu, earlier[1] + cpu, earlier[2] + memory
+            freed[node_id] = (gpu, cpu, memory)
+    yield from freed.items()

@@ -288,6 +288,9 @@ def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
     ]
     freed, needs_cycle, version = state.freed, state.needs_cycle, state.node_index.version
     elastic, holder = job.id in state.elastic_placed, job.id in state.holders
+    own = state.queues[job.queue]
+    stoppable_on = own.stoppable_on
+    placed = None if stoppable_on is None else [(n, stoppable_on.get(n)) for n in node_ids]
 
     def undo() -> None:
         _refill(job.placements, placements)
@@ -303,6 +306,14 @@ def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
             )
             queue.stopping, queue.held = stopping_, held_
             _member(queue.running, job.id, running)
+        if placed is None:
+            own.stoppable_on = None  # not known when recorded: counted afresh when next asked
+        elif own.stoppable_on is not None:
+            for node_id, amount in placed:
+                if amount is None:
+                    own.stoppable_on.pop(node_id, None)
+                else:
+                    own.stoppable_on[node_id] = amount
         _member(state.elastic_placed, job.id, elastic)
         _member(state.holders, job.id, holder)
         for node, allocated, node_held, node_stopping, jobs, gpus, copies_memo in nodes:

@@ -10,7 +10,7 @@ See docs/preemption.md.
 from __future__ import annotations
 
 from domain.cycle import node_sets
-from domain.cycle.candidates import candidate_steps
+from domain.cycle.candidates import candidate_steps, release_cap, victim_queues
 from domain.cycle.displacement import note_taken_back, superiors_key, takes_back
 from domain.cycle.framework import (
     Attempt,
@@ -109,14 +109,26 @@ class VictimSearch:
     def _search(self, job: Job, rule: PreemptionRule) -> bool:
         cycle = self._cycle
         state = cycle.state
-        steps = sorted(self._candidate_steps(job, rule), key=self.step_order)
+        statement = cycle.statement
+        queues = victim_queues(cycle, job, rule, self._bound(rule))
+        if not queues:
+            return False
+        room = Room(state, statement, job)
+        # Not even every task the queues may release, stopped, would make room for the
+        # job's smallest size: no walk over their victims could (`Room.most_if_emptied`).
+        smallest = min(cycle.sizes(job))
+        freeable = [(state.stoppable_on(queue_id), release_cap(cap)) for queue_id, cap in queues]
+        if room.most_if_emptied(freeable, smallest) < smallest:
+            return False
+        steps = candidate_steps(cycle, self, job, rule, queues)
         if not steps:
             return False
-        statement = cycle.statement
-        room = Room(state, statement, job)
-        bound = room.total_if_freed(steps)
+        steps.sort(key=self.step_order)
+        # The target is the largest size the steps could free room for, counted in resources
+        # alone; if even every step taken leaves its devices short of it, no walk reaches it.
+        bound, exact = room.if_all_taken(steps)
         target = next((size for size in cycle.sizes(job) if size <= bound), None)
-        if target is None:
+        if target is None or exact < target:
             return False
         releases = self._releases(job, rule, steps)  # each walk below copies it
         checkpoint = statement.checkpoint()
@@ -160,10 +172,10 @@ class VictimSearch:
         statement.accept(issued)
         return True
 
-    def _candidate_steps(self, job: Job, rule: PreemptionRule) -> list[VictimStep]:
+    def _bound(self, rule: PreemptionRule) -> ReleaseBound | None:
         if id(rule) not in self._bounds:
             self._bounds[id(rule)] = rule if isinstance(rule, ReleaseBound) else None
-        return candidate_steps(self._cycle, self, job, rule, self._bounds[id(rule)])
+        return self._bounds[id(rule)]
 
     def _releases(
         self, job: Job, rule: PreemptionRule, steps: list[VictimStep]
