@@ -97,47 +97,30 @@ class Room:
         node = self._state.nodes[node_id]
         return not node.lost and node.matches(self._job.node_selector)
 
-    def if_all_taken(self, steps: list[VictimStep]) -> tuple[int, int]:
-        """What `total` would be once every step is taken, nothing taken: first counted in
-        resources alone (an upper bound, from which the search picks its target size), then
-        exactly, as `Node.copies` counts the devices the steps' tasks leave free (a step
-        frees the victim's latest placed tasks on a node, as `Allocations.unplace` does)."""
-        freed: dict[str, list[int]] = {}  # per node, gpu, cpu and memory the steps free
-        tasks_on: dict[str, dict[str, int]] = {}  # per node, per victim, tasks taken
-        victims: dict[str, Job] = {}
-        for step in steps:
-            victim = step.victim
-            per_task = victim.per_task
-            victims[victim.id] = victim
-            for node_id, tasks in step.nodes:
-                amounts = freed.setdefault(node_id, [0, 0, 0])
-                amounts[0] += per_task.gpu * tasks
-                amounts[1] += per_task.cpu * tasks
-                amounts[2] += per_task.memory * tasks
-                on_node = tasks_on.setdefault(node_id, {})
-                on_node[victim.id] = on_node.get(victim.id, 0) + tasks
-        bound = exact = self.total
+    def if_all_taken(self, steps: list[VictimStep]) -> AllTaken:
+        """What the room would hold once every step is taken, nothing taken (`AllTaken`)."""
+        return AllTaken(self, steps)
+
+    def copies_once_freed(
+        self, node_id: str, freed: Mapping[str, int], victims: Mapping[str, Job]
+    ) -> int:
+        """`Node.copies` of the job on the node once `freed[victim]` of each victim's placed
+        tasks there are taken: the victim's latest placed tasks and their devices, as
+        `Allocations.unplace` takes them."""
+        node = self._state.nodes[node_id]
         asked = self._job.per_task
-        for node_id, (gpu, cpu, memory) in freed.items():  # sums: order-free
-            if not self.usable(node_id):
-                continue
-            node = self._state.nodes[node_id]
-            free = node.free
-            copies = asked.max_copies_in(
-                Resources(free.gpu + gpu, free.cpu + cpu, free.memory + memory)
-            )
-            now = self._copies.get(node_id, 0)
-            bound += copies - now
-            if copies > 0 and asked.gpu:
-                left: dict[int, int] = {}
-                for victim_id, tasks in tasks_on[node_id].items():
-                    victim = victims[victim_id]
-                    latest = victim.devices.get(node_id, ())[-tasks:]
-                    for index, amount in usage(latest, victim.per_task.gpu).items():
-                        left[index] = left.get(index, 0) + amount
-                copies = min(copies, node.gpus.copies_freeing(asked.gpu, left))
-            exact += copies - now
-        return bound, exact
+        more = node.free
+        left: dict[int, int] = {}
+        for victim_id, tasks in freed.items():
+            victim = victims[victim_id]
+            more = more + victim.per_task * tasks
+            latest = victim.devices.get(node_id, ())[-tasks:]
+            for index, amount in usage(latest, victim.per_task.gpu).items():
+                left[index] = left.get(index, 0) + amount
+        copies = asked.max_copies_in(more)
+        if copies > 0 and asked.gpu:
+            copies = min(copies, node.gpus.copies_freeing(asked.gpu, left))
+        return copies
 
     def most_if_emptied(
         self, queues: Sequence[tuple[Mapping[str, Resources], Cap]], enough: int
@@ -303,3 +286,64 @@ def _capped(
                 gpu, cpu, memory = earlier[0] + gpu, earlier[1] + cpu, earlier[2] + memory
             freed[node_id] = (gpu, cpu, memory)
     yield from freed.items()
+
+
+class AllTaken:
+    """What a room would hold once every one of a search's steps is taken, nothing taken.
+
+    `bound` counts each node in resources alone (an upper bound, from which the search picks
+    its target size); `reaches` counts exactly, as `Node.copies` does with the devices the
+    steps' tasks leave free, and only the nodes whose resources could grow."""
+
+    __slots__ = ("_gains", "_room", "_steps", "bound")
+
+    def __init__(self, room: Room, steps: list[VictimStep]) -> None:
+        self._room = room
+        self._steps = steps
+        freed: dict[str, list[int]] = {}  # per node, gpu, cpu and memory the steps free
+        for step in steps:
+            per_task = step.victim.per_task
+            for node_id, tasks in step.nodes:
+                amounts = freed.get(node_id)
+                if amounts is None:
+                    amounts = freed[node_id] = [0, 0, 0]
+                amounts[0] += per_task.gpu * tasks
+                amounts[1] += per_task.cpu * tasks
+                amounts[2] += per_task.memory * tasks
+        self.bound = room.total
+        # Nodes whose count could grow; the others keep theirs (freeing never lowers it,
+        # and the resources bound what the devices hold).
+        self._gains: list[str] = []
+        asked = room._job.per_task
+        nodes = room._state.nodes
+        for node_id, (gpu, cpu, memory) in freed.items():  # sums: order-free
+            if room.usable(node_id):
+                free = nodes[node_id].free
+                more = Resources(free.gpu + gpu, free.cpu + cpu, free.memory + memory)
+                gain = asked.max_copies_in(more) - room.copies(node_id)
+                if gain > 0:
+                    self.bound += gain
+                    self._gains.append(node_id)
+
+    def reaches(self, target: int) -> bool:
+        """Whether the room, every step taken, would hold `target` tasks (devices counted)."""
+        room = self._room
+        total = room.total
+        if total >= target or not self._gains:
+            return total >= target
+        gains = set(self._gains)
+        victims: dict[str, Job] = {}
+        tasks_on: dict[str, dict[str, int]] = {}  # per node that could grow, victims' tasks
+        for step in self._steps:
+            victim = step.victim
+            for node_id, tasks in step.nodes:
+                if node_id in gains:
+                    victims[victim.id] = victim
+                    on_node = tasks_on.setdefault(node_id, {})
+                    on_node[victim.id] = on_node.get(victim.id, 0) + tasks
+        for node_id in self._gains:
+            if total >= target:
+                break
+            once_freed = room.copies_once_freed(node_id, tasks_on[node_id], victims)
+            total += once_freed - room.copies(node_id)
+        return total >= target

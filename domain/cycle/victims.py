@@ -126,9 +126,9 @@ class VictimSearch:
         steps.sort(key=self.step_order)
         # The target is the largest size the steps could free room for, counted in resources
         # alone; if even every step taken leaves its devices short of it, no walk reaches it.
-        bound, exact = room.if_all_taken(steps)
-        target = next((size for size in cycle.sizes(job) if size <= bound), None)
-        if target is None or exact < target:
+        all_taken = room.if_all_taken(steps)
+        target = next((size for size in cycle.sizes(job) if size <= all_taken.bound), None)
+        if target is None or not all_taken.reaches(target):
             return False
         releases = self._releases(job, rule, steps)  # each walk below copies it
         checkpoint = statement.checkpoint()

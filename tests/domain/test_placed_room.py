@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.cycle import victims
-from domain.cycle.room import Room, VictimStep, victim_steps
+from domain.cycle.room import AllTaken, Room, VictimStep, victim_steps
 from domain.cycle.statement import Statement
 from domain.resources import ZERO, Resources
 from domain.snapshot import decode_state, encode_state
@@ -62,26 +62,30 @@ REAL_IF_ALL_TAKEN = Room.if_all_taken
 
 @contextmanager
 def every_search_lists() -> Iterator[None]:
-    """No search stopped by either bound: each is taken to be above any size."""
+    """No search stopped by either bound: the queues' room is taken to be above any size,
+    and the steps' room, all taken, to reach any target."""
     with (
         mock.patch.object(Room, "most_if_emptied", lambda room, queues, enough: 1 << 62),
-        mock.patch.object(
-            Room, "if_all_taken", lambda room, steps: (REAL_IF_ALL_TAKEN(room, steps)[0], 1 << 62)
-        ),
+        mock.patch.object(AllTaken, "reaches", lambda all_taken, target: True),
     ):
         yield
 
 
-def taken_for_real(room: Room, steps: list[VictimStep]) -> tuple[int, int]:
-    """`Room.if_all_taken`, checked against a room that takes every step (then rolled back)."""
+def taken_for_real(room: Room, steps: list[VictimStep]) -> AllTaken:
+    """`Room.if_all_taken`, checked against a room that takes every step (then rolled back):
+    the bound is at least what it holds, and `reaches` says exactly whether it holds a
+    target."""
     found = REAL_IF_ALL_TAKEN(room, steps)
     statement = room._statement
     mark = statement.checkpoint()
     check = Room(room._state, statement, room._job)
     for step in steps:
         check.take(step)
-    assert found[1] == check.total, [step.victim.id for step in steps]
+    holds = check.total
     statement.rollback(mark)
+    assert found.bound >= holds
+    for target in (holds, holds + 1):
+        assert found.reaches(target) == (holds >= target), (target, holds)
     return found
 
 
@@ -268,9 +272,11 @@ def test_a_shrink_step_is_counted_freeing_the_devices_of_the_latest_tasks() -> N
     room = Room(state, statement, cluster.job("one"))
     shrink = victim_steps(cluster.job("e"))[:1]
     # When the room once e's shrink step is taken is counted, nothing taken
-    counted = room.if_all_taken(shrink)
+    counted = taken_for_real(room, shrink)
     # Then device 1, which the latest task used, counts as free: one task of the job fits
-    assert counted == (1, 1)
-    assert taken_for_real(room, shrink) == counted
+    assert counted.bound == 1
+    assert counted.reaches(1)
     # And freeing x alone frees half a device: room in GPUs, none on a whole device
-    assert room.if_all_taken(victim_steps(cluster.job("x"))) == (1, 0)
+    freeing_x = taken_for_real(room, victim_steps(cluster.job("x")))
+    assert freeing_x.bound == 1
+    assert not freeing_x.reaches(1)
