@@ -97,9 +97,13 @@ class Room:
         node = self._state.nodes[node_id]
         return not node.lost and node.matches(self._job.node_selector)
 
-    def if_all_taken(self, steps: list[VictimStep]) -> AllTaken:
-        """What the room would hold once every step is taken, nothing taken (`AllTaken`)."""
-        return AllTaken(self, steps)
+    @property
+    def job(self) -> Job:
+        return self._job
+
+    @property
+    def state(self) -> State:
+        return self._state
 
     def copies_once_freed(
         self, node_id: str, freed: Mapping[str, int], victims: Mapping[str, Job]
@@ -129,15 +133,27 @@ class Room:
         queues are stopped, as a walk may take them: for each queue, what its stoppable jobs
         have placed per node (`Allocations.stoppable_on`), each node's share capped by what
         the queue may release in all (`ReleaseLedger`: a walk never takes more of it).
-        Counting stops once it reaches `enough`. A node's term, as in `if_all_taken`,
+        Counting stops once it reaches `enough`. A node's term, as in `AllTaken`,
         only grows with what is freed on it and is never below 0 (`Node.copies` is at most
-        `max_copies_in(free)`), so no walk's fit finds more."""
+        `max_copies_in(free)`), so no walk's fit finds more. Each queue is first counted
+        alone, which counts no more than all of them together: one reaching `enough`
+        settles it without adding up every queue's nodes."""
+        if not (self._job.per_task.gpu or self._job.per_task.cpu or self._job.per_task.memory):
+            return max(self.total, enough)  # asks nothing: any node holds "a large number"
+        total = self.total
+        for queue in queues:
+            total = self._count(_capped([queue]), enough)
+            if total >= enough or len(queues) == 1:
+                return total
+        return self._count(_capped(queues), enough)
+
+    def _count(self, freed: Iterator[tuple[str, tuple[int, int, int]]], enough: int) -> int:
+        """`total` plus, per node, the tasks more that freeing its amount lets it hold (in
+        resources alone); stops once it reaches `enough`."""
         total = self.total
         asked, copies, free_of = self._job.per_task, self._copies, self._state.node_index.free_of
         gpu, cpu, memory = asked.gpu, asked.cpu, asked.memory
-        if not (gpu or cpu or memory):
-            return max(total, enough)  # asks nothing: any node holds "a large number"
-        for node_id, (more_gpu, more_cpu, more_memory) in _capped(queues):
+        for node_id, (more_gpu, more_cpu, more_memory) in freed:
             if total >= enough:
                 break
             if not self.usable(node_id):
@@ -286,64 +302,3 @@ def _capped(
                 gpu, cpu, memory = earlier[0] + gpu, earlier[1] + cpu, earlier[2] + memory
             freed[node_id] = (gpu, cpu, memory)
     yield from freed.items()
-
-
-class AllTaken:
-    """What a room would hold once every one of a search's steps is taken, nothing taken.
-
-    `bound` counts each node in resources alone (an upper bound, from which the search picks
-    its target size); `reaches` counts exactly, as `Node.copies` does with the devices the
-    steps' tasks leave free, and only the nodes whose resources could grow."""
-
-    __slots__ = ("_gains", "_room", "_steps", "bound")
-
-    def __init__(self, room: Room, steps: list[VictimStep]) -> None:
-        self._room = room
-        self._steps = steps
-        freed: dict[str, list[int]] = {}  # per node, gpu, cpu and memory the steps free
-        for step in steps:
-            per_task = step.victim.per_task
-            for node_id, tasks in step.nodes:
-                amounts = freed.get(node_id)
-                if amounts is None:
-                    amounts = freed[node_id] = [0, 0, 0]
-                amounts[0] += per_task.gpu * tasks
-                amounts[1] += per_task.cpu * tasks
-                amounts[2] += per_task.memory * tasks
-        self.bound = room.total
-        # Nodes whose count could grow; the others keep theirs (freeing never lowers it,
-        # and the resources bound what the devices hold).
-        self._gains: list[str] = []
-        asked = room._job.per_task
-        nodes = room._state.nodes
-        for node_id, (gpu, cpu, memory) in freed.items():  # sums: order-free
-            if room.usable(node_id):
-                free = nodes[node_id].free
-                more = Resources(free.gpu + gpu, free.cpu + cpu, free.memory + memory)
-                gain = asked.max_copies_in(more) - room.copies(node_id)
-                if gain > 0:
-                    self.bound += gain
-                    self._gains.append(node_id)
-
-    def reaches(self, target: int) -> bool:
-        """Whether the room, every step taken, would hold `target` tasks (devices counted)."""
-        room = self._room
-        total = room.total
-        if total >= target or not self._gains:
-            return total >= target
-        gains = set(self._gains)
-        victims: dict[str, Job] = {}
-        tasks_on: dict[str, dict[str, int]] = {}  # per node that could grow, victims' tasks
-        for step in self._steps:
-            victim = step.victim
-            for node_id, tasks in step.nodes:
-                if node_id in gains:
-                    victims[victim.id] = victim
-                    on_node = tasks_on.setdefault(node_id, {})
-                    on_node[victim.id] = on_node.get(victim.id, 0) + tasks
-        for node_id in self._gains:
-            if total >= target:
-                break
-            once_freed = room.copies_once_freed(node_id, tasks_on[node_id], victims)
-            total += once_freed - room.copies(node_id)
-        return total >= target

@@ -20,6 +20,7 @@ from domain.cycle.framework import (
     ReleaseLedger,
 )
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
+from domain.cycle.room_bounds import AllTaken
 from domain.cycle.victim_walk import Walk
 from domain.state import Job, JobStatus
 
@@ -126,7 +127,7 @@ class VictimSearch:
         steps.sort(key=self.step_order)
         # The target is the largest size the steps could free room for, counted in resources
         # alone; if even every step taken leaves its devices short of it, no walk reaches it.
-        all_taken = room.if_all_taken(steps)
+        all_taken = AllTaken(room, steps)
         target = next((size for size in cycle.sizes(job) if size <= all_taken.bound), None)
         if target is None or not all_taken.reaches(target):
             return False

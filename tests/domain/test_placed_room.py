@@ -3,7 +3,7 @@ could not make room even with every task they may release stopped, it lists no v
 when its listed steps, all taken, would leave the devices short of its target, it walks
 none. The same commands and reasons as when every search lists and walks; what each queue
 could free (`Allocations.stoppable_on`) equals what its preemptible, non-interactive jobs'
-placements add up to after every cycle; and `Room.if_all_taken` counts exactly what taking
+placements add up to after every cycle; and `AllTaken` counts exactly what taking
 every step leaves."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.cycle import victims
-from domain.cycle.room import AllTaken, Room, VictimStep, victim_steps
+from domain.cycle.room import Room, VictimStep, victim_steps
+from domain.cycle.room_bounds import AllTaken
 from domain.cycle.statement import Statement
 from domain.resources import ZERO, Resources
 from domain.snapshot import decode_state, encode_state
@@ -57,9 +58,6 @@ class PlacedChecked(WatchedSimulator):
             assert kept == expected.get(queue_id, {}), queue_id
 
 
-REAL_IF_ALL_TAKEN = Room.if_all_taken
-
-
 @contextmanager
 def every_search_lists() -> Iterator[None]:
     """No search stopped by either bound: the queues' room is taken to be above any size,
@@ -72,10 +70,10 @@ def every_search_lists() -> Iterator[None]:
 
 
 def taken_for_real(room: Room, steps: list[VictimStep]) -> AllTaken:
-    """`Room.if_all_taken`, checked against a room that takes every step (then rolled back):
+    """`AllTaken(room, steps)`, checked against a room that takes every step (then rolled back):
     the bound is at least what it holds, and `reaches` says exactly whether it holds a
     target."""
-    found = REAL_IF_ALL_TAKEN(room, steps)
+    found = AllTaken(room, steps)
     statement = room._statement
     mark = statement.checkpoint()
     check = Room(room._state, statement, room._job)
@@ -90,7 +88,7 @@ def taken_for_real(room: Room, steps: list[VictimStep]) -> AllTaken:
 
 
 def assert_as_when_every_search_lists(lines: list[dict[str, Any]]) -> None:
-    with mock.patch.object(Room, "if_all_taken", taken_for_real):
+    with mock.patch.object(victims, "AllTaken", taken_for_real):
         bounded = simulate(lines, PlacedChecked)
     with every_search_lists():
         listed = simulate(lines, PlacedChecked)
@@ -280,3 +278,30 @@ def test_a_shrink_step_is_counted_freeing_the_devices_of_the_latest_tasks() -> N
     freeing_x = taken_for_real(room, victim_steps(cluster.job("x")))
     assert freeing_x.bound == 1
     assert not freeing_x.reaches(1)
+
+
+def two_queues_sharing_a_node() -> Cluster:
+    """One 2-GPU node running a 1-GPU job of queue b and one of queue c, both above their
+    fair share once queue a asks for both GPUs."""
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=2), queue("b"), queue("c"), node("n1", gpu=2))
+    cluster.when(1, job("b1", "b"))
+    cluster.when(2, job("c1", "c"))
+    cluster.agents_obey()
+    return cluster
+
+
+def test_queues_that_free_a_node_only_together_are_counted_together() -> None:
+    # Given b's and c's jobs sharing the node
+    cluster = two_queues_sharing_a_node()
+    # When queue a asks for two GPUs on one node
+    cluster.when(3, job("wide", "a", gpu=2))
+    # Then neither queue alone could free the node, both together do: both are stopped
+    assert sorted((c.job, c.reason) for c in cluster.last) == [
+        ("b1", "reclaim"),
+        ("c1", "reclaim"),
+    ]
+    unbounded = two_queues_sharing_a_node()
+    with every_search_lists():
+        unbounded.when(3, job("wide", "a", gpu=2))
+    assert unbounded.last == cluster.last
