@@ -118,7 +118,9 @@ class VictimSearch:
         # Not even every task the queues may release, stopped, would make room for the
         # job's smallest size: no walk over their victims could (`Room.most_if_emptied`).
         smallest = min(cycle.sizes(job))
-        freeable = [(state.stoppable_on(queue_id), release_cap(cap)) for queue_id, cap in queues]
+        freeable = [
+            (state.stoppable_on(queue_id), release_cap(release)) for queue_id, release in queues
+        ]
         if room.most_if_emptied(freeable, smallest) < smallest:
             return False
         steps = candidate_steps(cycle, self, job, rule, queues)
