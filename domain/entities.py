@@ -221,6 +221,18 @@ class Node:
             copies = min(copies, self.gpus.copies(per_task.gpu, own_devices))
         return copies
 
+    def copies_freeing(
+        self, per_task: Resources, freed: Resources, freed_devices: Mapping[int, int]
+    ) -> int:
+        """`copies(per_task)` once tasks holding `freed` here, on `freed_devices` (milli-GPU
+        per device), are gone, as if released; nothing changes and nothing is remembered."""
+        copies = per_task.max_copies_in(self.free + freed)
+        if copies <= 0:
+            return 0
+        if per_task.gpu:
+            copies = min(copies, self.gpus.copies_freeing(per_task.gpu, freed_devices))
+        return copies
+
     def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
         if not selector:  # most jobs select no labels; asked of every candidate node
             return True

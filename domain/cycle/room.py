@@ -111,20 +111,16 @@ class Room:
         """`Node.copies` of the job on the node once `freed[victim]` of each victim's placed
         tasks there are taken: the victim's latest placed tasks and their devices, as
         `Allocations.unplace` takes them."""
-        node = self._state.nodes[node_id]
-        asked = self._job.per_task
-        more = node.free
-        left: dict[int, int] = {}
+        freed_room = ZERO
+        freed_devices: dict[int, int] = {}
         for victim_id, tasks in freed.items():
             victim = victims[victim_id]
-            more = more + victim.per_task * tasks
+            freed_room = freed_room + victim.per_task * tasks
             latest = victim.devices.get(node_id, ())[-tasks:]
             for index, amount in usage(latest, victim.per_task.gpu).items():
-                left[index] = left.get(index, 0) + amount
-        copies = asked.max_copies_in(more)
-        if copies > 0 and asked.gpu:
-            copies = min(copies, node.gpus.copies_freeing(asked.gpu, left))
-        return copies
+                freed_devices[index] = freed_devices.get(index, 0) + amount
+        node = self._state.nodes[node_id]
+        return node.copies_freeing(self._job.per_task, freed_room, freed_devices)
 
     def most_if_emptied(
         self, queues: Sequence[tuple[Mapping[str, Resources], Cap]], enough: int
