@@ -10,10 +10,15 @@ this job by an explicit rule); a victim set was found, but its jobs could then t
 room right back (`takes_back`, domain/cycle/displacement.py); none runs on a node matching
 the job's node selector (`node_selector`); or every sufficient victim set would take it
 below its fair share and deserved quota, or frees no set of nodes the job fits on
-(`insufficient`). Cached per job shape while nothing lasting changed in the cycle.
+(`insufficient`). Cached per job shape while nothing lasting changed in the cycle; and,
+when no other queue is a candidate (every one is `within_share`), across cycles too: that
+reason reads only the blocked reason, the job's queue and which queues run work
+(`_all_within_share`).
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 from domain.cycle.displacement import superiors_key, taken_back_queues
 from domain.cycle.framework import Cycle, PreemptionRule
@@ -22,6 +27,10 @@ from domain.rules.reclaim_deserved import below_deserved
 from domain.state import Job
 
 SHOWN = 5  # queues named in the sentence; the facts carry all of them
+ALL_WITHIN = "reclaim_reasons_all_within_share"  # configuration memo (see _all_within_share)
+ALL_WITHIN_MAX = 4096  # (queue, blocked reason) entries kept before the memo starts anew
+# (job's queue, blocked reason) -> (the queues running work then, the reason given)
+_AllWithin = dict[tuple[str, Reason], tuple[tuple[str, ...], Reason | None]]
 
 
 def reclaim_reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
@@ -60,6 +69,36 @@ def _diagnose(
     candidates: set[str] = set()
     for rule in rules:
         candidates.update(rule.candidate_queues(cycle, job))
+    if not candidates:
+        return _all_within_share(cycle, job, blocked)
+    return _classified(cycle, job, rules, blocked, candidates)
+
+
+def _all_within_share(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
+    """The reason when no other queue is a candidate: every other queue running work is
+    `within_share`. It reads nothing but the blocked reason, the job's queue and the queues
+    running work, so it is kept across cycles under the first two while the last is equal
+    (in the configuration memo, derived, never saved): a queue's blocked head, asked again
+    cycle after cycle, gets the very same reason without building its 2 x queues facts."""
+    running = _running_queues(cycle)[0]
+    memo = cycle.state.configuration_memo
+    kept = cast(_AllWithin | None, memo.get(ALL_WITHIN))
+    if kept is None or len(kept) >= ALL_WITHIN_MAX:
+        kept = {}
+        memo[ALL_WITHIN] = kept
+    key = (job.queue, blocked)
+    found = kept.get(key)
+    if found is not None and found[0] == running:
+        return found[1]
+    reason_now = _classified(cycle, job, [], blocked, set())
+    kept[key] = (running, reason_now)
+    return reason_now
+
+
+def _classified(
+    cycle: Cycle, job: Job, rules: list[PreemptionRule], blocked: Reason, candidates: set[str]
+) -> Reason | None:
+    """Each other queue running work with its why: `within_share` unless a candidate."""
     running, within, where = _running_queues(cycle)
     own = where.get(job.queue)
     if own is None:
