@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from domain.actions.landing import Landing
+from domain.actions.lifting import some_node_could_grow
 from domain.commands import NodeCommand
 from domain.cycle.framework import Cycle, Outcome
 from domain.cycle.room import Room
@@ -166,10 +167,14 @@ def plan_moves(
     # Only live nodes the job may use that could hold a task once emptied are worth
     # emptying, those with the most free GPU first (Node.free.gpu, as the index files it).
     free_of, per_task = state.node_index.free_of, job.per_task
-    targets = sorted(
-        (-free_of(node_id)[0], node_id)
-        for node_id, node in state.nodes.items()
-        if room.usable(node_id) and per_task.fits_in(node.capacity)
+    targets = (
+        sorted(
+            (-free_of(node_id)[0], node_id)
+            for node_id, node in state.nodes.items()
+            if room.usable(node_id) and per_task.fits_in(node.capacity)
+        )
+        if some_node_could_grow(state, job, landing)  # else every resident would be passed over
+        else []
     )
     tries = 0
     plan: Plan | None = None

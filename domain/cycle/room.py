@@ -65,6 +65,24 @@ def victims_of(steps: list[VictimStep]) -> list[Job]:
     return list(seen.values())
 
 
+def freeing_needed(
+    per_task: Resources, free: tuple[int, int, int], copies: int
+) -> tuple[int, int, int] | None:
+    """What must be freed on a usable node with `free` room that holds `copies` tasks of
+    `per_task`, per resource, before it could hold one more (counted in resources alone);
+    None when nothing may. `max_copies_in(free + freed) > copies` holds when, for every
+    resource the task asks, free + freed reaches (copies + 1) times the ask."""
+    if per_task.is_zero():  # asks nothing: "a large number" of copies fit anywhere
+        grows = copies < per_task.max_copies_in(ZERO)
+        return (_NO_NEED, _NO_NEED, _NO_NEED) if grows else None
+    more = copies + 1
+    return (
+        more * per_task.gpu - free[0] if per_task.gpu > 0 else _NO_NEED,
+        more * per_task.cpu - free[1] if per_task.cpu > 0 else _NO_NEED,
+        more * per_task.memory - free[2] if per_task.memory > 0 else _NO_NEED,
+    )
+
+
 class Room:
     """How many of a job's tasks the live nodes it may use could hold, kept per node so that
     releasing or restoring a victim's tasks costs only the nodes it touches.
@@ -202,25 +220,11 @@ class Room:
 
     def _need(self, node_id: str) -> tuple[int, int, int] | None:
         """What must be freed on the node, per resource, before it could hold one more task
-        (counted in resources alone, as `could_grow_freeing`); None when nothing may.
-
-        `max_copies_in(free + freed) > copies` holds when, for every resource the task asks,
-        free + freed reaches (copies + 1) times the ask."""
-        per_task = self._job.per_task
-        need: tuple[int, int, int] | None
-        if not self.usable(node_id):
-            need = None
-        elif per_task.is_zero():  # asks nothing: "a large number" of copies fit anywhere
-            grows = self.copies(node_id) < per_task.max_copies_in(ZERO)
-            need = (_NO_NEED, _NO_NEED, _NO_NEED) if grows else None
-        else:
+        (`freeing_needed`); None when nothing may, or the job may not use the node."""
+        need = None
+        if self.usable(node_id):
             free = self._state.node_index.free_of(node_id)  # Node.free, as filed (usable: live)
-            more = self.copies(node_id) + 1
-            need = (
-                more * per_task.gpu - free[0] if per_task.gpu > 0 else _NO_NEED,
-                more * per_task.cpu - free[1] if per_task.cpu > 0 else _NO_NEED,
-                more * per_task.memory - free[2] if per_task.memory > 0 else _NO_NEED,
-            )
+            need = freeing_needed(self._job.per_task, free, self.copies(node_id))
         self._needs[node_id] = need
         return need
 

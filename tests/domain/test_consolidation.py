@@ -256,3 +256,47 @@ def test_residents_with_nowhere_to_go_are_passed_over_for_one_that_can_move() ->
     ]
     cluster.agents_obey()
     assert [(c.job, c.node) for c in cluster.last] == [("pair", "n3")]
+
+
+def test_what_could_be_lifted_is_known_per_node_selector() -> None:
+    # Given x nodes n1 (a 1-GPU job r1, 3 free) and n5 (a 2-GPU and a 1-GPU job, 1 free),
+    # and y nodes n2 and n3 (a 2-GPU job each, 2 free) and n4 (one GPU, free),
+    x, y = {"labels": {"zone": "x"}}, {"labels": {"zone": "y"}}
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", placement="spread"),
+        queue("a", gpu_quota=32),
+        node("n1", gpu=4, **x),
+        node("n2", gpu=4, **y),
+        node("n3", gpu=4, **y),
+        node("n4", gpu=1, **y),
+        node("n5", gpu=4, labels={"zone": "x", "rack": "5"}),
+    )
+    zone_x, zone_y = {"node_selector": {"zone": "x"}}, {"node_selector": {"zone": "y"}}
+    cluster.when(1, job("t5", "a", gpu=2, **zone_x), job("s3", "a", gpu=2, **zone_y))
+    cluster.when(
+        2,
+        job("r1", "a", gpu=1, **zone_x),
+        job("s2", "a", gpu=2, **zone_y),
+        job("u5", "a", gpu=1, node_selector={"rack": "5"}),
+    )
+    cluster.agents_obey()
+    on = {c.job: c.node for c in cluster.commands if c.type == "Dispatch"}
+    assert on == {"t5": "n5", "u5": "n5", "r1": "n1", "s2": "n2", "s3": "n3"}
+    # when a 4-GPU job of zone y is planned for (s2 moves next to s3),
+    cluster.when(3, job("py", "a", gpu=4, **zone_y))
+    assert [(c.type, c.job, c.node) for c in cluster.last] == [
+        ("Dispatch", "s2", "n3"),
+        ("Preempt", "s2", "n2"),
+    ]
+    cluster.agents_obey()
+    # then a 4-GPU job of zone x finds r1 on n1 (a node no y job may use, unchanged since)
+    # worth lifting, though lifting nothing on n5 would help: r1 moves to n5.
+    cluster.when(4, job("px", "a", gpu=4, **zone_x))
+    assert [(c.type, c.job, c.node) for c in cluster.last] == [
+        ("Dispatch", "r1", "n5"),
+        ("Preempt", "r1", "n1"),
+    ]
+    cluster.agents_obey()
+    assert [(c.job, c.node) for c in cluster.last] == [("px", "n1")]

@@ -1,6 +1,7 @@
 """The cycle's shortcuts change no command: each is checked against the full steps it skips,
-over generated clusters (consolidation's plan passing over residents with nowhere to go;
-Allocate passing over preemptors still waiting for their victims)."""
+over generated clusters (consolidation's plan passing over residents with nowhere to go, or
+over every node when no node's one job could be lifted to help; Allocate passing over
+preemptors still waiting for their victims)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from domain.actions import consolidate
 from domain.actions.landing import Landing
 from domain.commands import NodeCommand, Preempt
 from domain.cycle.session import Session
@@ -108,6 +110,10 @@ def _trying_every_resident() -> Any:
     return mock.patch.object(Landing, "could_land", lambda self, resident, tasks: True)
 
 
+def _planning_on_every_node() -> Any:
+    return mock.patch.object(consolidate, "some_node_could_grow", lambda state, job, landing: True)
+
+
 def _trying_every_preemptor() -> Any:
     return mock.patch.object(Session, "still_waiting", lambda self, job: False)
 
@@ -120,6 +126,16 @@ def test_passing_over_residents_with_nowhere_to_go_changes_no_command(
     with _trying_every_resident():
         tried = run(lines)[1]
     assert run(lines)[1] == tried
+
+
+@SETTINGS
+@given(fragmented())
+def test_knowing_no_lift_could_help_before_planning_changes_no_command(
+    lines: list[dict[str, Any]],
+) -> None:
+    with _planning_on_every_node():
+        planned = run(lines)[1]
+    assert run(lines)[1] == planned
 
 
 @SETTINGS

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from domain import fairshare
+from domain.actions.lifting import worth_lifting
 from domain.cycle.framework import CycleView
 from domain.cycle.session import Session
 from domain.decider import apply
@@ -31,6 +32,8 @@ def canonical(value: Any) -> Any:
         return value.value
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
+    if isinstance(value, State):
+        _check_lifting_memo(value)
     if isinstance(value, Node):
         _check_copies_memo(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -55,11 +58,24 @@ def _check_copies_memo(node: Node) -> None:
     """Every copies count the node remembers is what it would count afresh now."""
     fresh = dataclasses.replace(node, copies_memo={})
     for key, copies in node.copies_memo.items():
+        if isinstance(key, tuple) and key[0] == "lifting":
+            continue  # what lifting could do here, checked with the state's jobs (below)
         if isinstance(key, tuple):  # a request with the room the job holds here
             per_task, own_hold, own_devices = key
             assert copies == fresh.copies(per_task, own_hold, dict(own_devices)), (node.id, key)
         else:
             assert copies == fresh.copies(key), (node.id, key, copies)
+
+
+def _check_lifting_memo(state: State) -> None:
+    """Every node's remembered jobs whose lifting could let it hold one more task of a shape
+    are those it would find afresh now (domain/actions/lifting.py)."""
+    for each in state.nodes.values():
+        fresh = dataclasses.replace(each, copies_memo={})
+        for key, growers in each.copies_memo.items():
+            if isinstance(key, tuple) and key[0] == "lifting":
+                _, per_task, selector = key
+                assert growers == worth_lifting(state, fresh, per_task, selector), key
 
 
 class NeverEnough:

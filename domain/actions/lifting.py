@@ -1,0 +1,70 @@
+"""Whether moving one job off some node could let it hold one more task of a shape, remembered per node (pure).
+
+Consolidation (domain/actions/consolidate.py) keeps a move only if it raises how many of the
+blocked job's tasks fit, and only the moved job's old nodes can gain room: a move is worth
+trying only where lifting that one job would let its node hold one more task
+(`Room.could_grow_lifting`, which `plan_moves` asks of every resident). Whether some job placed
+on a node could, for a task shape, reads only that node: its room, labels and liveness, and
+the tasks placed on it. So it is kept in the node's copies memo, which every change to the
+node's room starts anew (and a statement's rollback restores). When no node has such a job, a
+plan would pass over every resident of every node: it is known to move nothing before any
+node is sorted or any resident looked at.
+"""
+
+from __future__ import annotations
+
+from domain.actions.landing import Landing
+from domain.cycle.room import freeing_needed
+from domain.entities import COPIES_MEMO_MAX, Node
+from domain.resources import Resources
+from domain.state import Job, State
+
+Selector = tuple[tuple[str, str], ...]
+
+
+def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
+    """Whether some live node the job may use, able to hold one of its tasks at all, runs a
+    job whose lifting alone would let it hold one more of them. A superset of what
+    `plan_moves` tries (every placed job counts, movable or not): False means it moves none."""
+    per_task, selector = job.per_task, job.node_selector
+    key = ("lifting", per_task, selector)
+    for node in state.nodes.values():  # any node will do: the order reads nothing
+        memo = node.copies_memo
+        known = memo.get(key)
+        if not isinstance(known, tuple):
+            if len(memo) >= COPIES_MEMO_MAX:
+                memo.clear()
+            known = memo[key] = worth_lifting(state, node, per_task, selector)
+        for job_id in known:
+            grower = state.jobs[job_id]
+            if landing.could_land(grower, grower.placed_tasks):
+                return True
+    return False
+
+
+def worth_lifting(
+    state: State, node: Node, per_task: Resources, selector: Selector
+) -> tuple[str, ...]:
+    """The jobs placed on the node whose lifting alone would let it hold one more task of
+    `per_task` for a job selecting `selector` (`Room.could_grow_lifting` of each, counted on
+    the node as it is now): none if the job may not use the node or fit there when empty."""
+    if node.lost or not node.matches(selector) or not per_task.fits_in(node.capacity):
+        return ()
+    free = node.free
+    need = freeing_needed(per_task, (free.gpu, free.cpu, free.memory), node.copies(per_task))
+    if need is None:
+        return ()
+    found = []
+    jobs = state.jobs
+    for job_id in node.jobs:
+        placed_job = jobs[job_id]
+        placed = placed_job.placements.get(node.id, 0)
+        asked = placed_job.per_task
+        if (
+            placed
+            and asked.gpu * placed >= need[0]
+            and asked.cpu * placed >= need[1]
+            and asked.memory * placed >= need[2]
+        ):
+            found.append(job_id)
+    return tuple(found)
