@@ -28,6 +28,10 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
     `plan_moves` tries (every placed job counts, movable or not): False means it moves none."""
     per_task, selector = job.per_task, job.node_selector
     key = ("lifting", per_task, selector)
+    jobs = state.jobs
+    # Whether a job could go anywhere reads of it only its request, selector and tasks
+    # (and whether it holds room): on a full cluster most such jobs have one shape.
+    lands: dict[tuple[Resources, Selector, int], bool] = {}
     for node in state.nodes.values():  # any node will do: the order reads nothing
         memo = node.copies_memo
         known = memo.get(key)
@@ -36,8 +40,14 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
                 memo.clear()
             known = memo[key] = worth_lifting(state, node, per_task, selector)
         for job_id in known:
-            grower = state.jobs[job_id]
-            if landing.could_land(grower, grower.placed_tasks):
+            lifted = jobs[job_id]
+            if lifted.held:
+                return True  # `Landing.could_land`: room it holds widens where it may go
+            shape = (lifted.per_task, lifted.node_selector, lifted.placed_tasks)
+            could = lands.get(shape)
+            if could is None:
+                could = lands[shape] = landing.could_land(lifted, lifted.placed_tasks)
+            if could:
                 return True
     return False
 
