@@ -156,11 +156,12 @@ class Node:
     devices: tuple[Device, ...] | None = None  # as the heartbeat listed them (None: implied)
     gpus: NodeDevices = field(default_factory=NodeDevices)  # per-device use (domain/devices.py)
     # copies() of each task shape, for a job holding nothing here or holding a given room,
-    # as the node is now; and, per task shape, the jobs whose lifting alone would let the
-    # node hold one more (domain/actions/lifting.py, a tuple of ids). Every change to the
-    # node's room is followed by NodeIndex.update, which starts a new memo; an undone change
-    # puts the memo of the restored room back (statement.py's mementos).
-    copies_memo: dict[object, int | tuple[str, ...]] = field(
+    # as the node is now; and, per task shape and selector, the jobs whose lifting alone
+    # would let it hold one more (domain/actions/lifting.py). Every change to the node's
+    # room is followed by NodeIndex.update, which starts new memos; an undone change puts
+    # the memos of the restored room back (statement.py's mementos).
+    copies_memo: dict[object, int] = field(default_factory=dict, repr=False, compare=False)
+    lifting_memo: dict[object, tuple[str, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -207,12 +208,11 @@ class Node:
             else (per_task, own_hold, tuple(own_devices.items()))
         )
         memo = self.copies_memo
-        known = memo.get(key)
-        if isinstance(known, int):
-            return known
-        if len(memo) >= COPIES_MEMO_MAX:
-            memo.clear()
-        copies = memo[key] = self._copies(per_task, own_hold, own_devices)
+        copies = memo.get(key)
+        if copies is None:
+            if len(memo) >= COPIES_MEMO_MAX:
+                memo.clear()
+            copies = memo[key] = self._copies(per_task, own_hold, own_devices)
         return copies
 
     def _copies(

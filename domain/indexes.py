@@ -113,6 +113,7 @@ class NodeIndex:
         keeps its place in `_keys`, so undoing a change restores the index exactly. Every
         change to a node's room ends here, so the node's memo of copies starts anew."""
         node.copies_memo = {}
+        node.lifting_memo = {}
         if node.lost:
             self.discard(node.id)
             self.version += 1

@@ -5,8 +5,8 @@ blocked job's tasks fit, and only the moved job's old nodes can gain room: a mov
 trying only where lifting that one job would let its node hold one more task
 (`Room.could_grow_lifting`, which `plan_moves` asks of every resident). Whether some job placed
 on a node could, for a task shape, reads only that node: its room, labels and liveness, and
-the tasks placed on it. So it is kept in the node's copies memo, which every change to the
-node's room starts anew (and a statement's rollback restores). When no node has such a job, a
+the tasks placed on it. So it is kept in the node's lifting memo, which every change to the
+node's room starts anew (and a statement's rollback restores), as its copies memo. When no node has such a job, a
 plan would pass over every resident of every node: it is known to move nothing before any
 node is sorted or any resident looked at.
 """
@@ -33,9 +33,9 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
     # (and whether it holds room): on a full cluster most such jobs have one shape.
     lands: dict[tuple[Resources, Selector, int], bool] = {}
     for node in state.nodes.values():  # any node will do: the order reads nothing
-        memo = node.copies_memo
+        memo = node.lifting_memo
         known = memo.get(key)
-        if not isinstance(known, tuple):
+        if known is None:
             if len(memo) >= COPIES_MEMO_MAX:
                 memo.clear()
             known = memo[key] = worth_lifting(state, node, per_task, selector)

@@ -271,6 +271,7 @@ def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
             dict(node.jobs),
             node.gpus.save(),
             node.copies_memo,
+            node.lifting_memo,
         )
         for node in (state.nodes[n] for n in node_ids if n in state.nodes)
     ]
@@ -316,12 +317,12 @@ def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
                     own.stoppable_on[node_id] = amount
         _member(state.elastic_placed, job.id, elastic)
         _member(state.holders, job.id, holder)
-        for node, allocated, node_held, node_stopping, jobs, gpus, copies_memo in nodes:
+        for node, allocated, node_held, node_stopping, jobs, gpus, copies, lifting in nodes:
             node.allocated, node.held, node.stopping = allocated, node_held, node_stopping
             _refill(node.jobs, jobs)
             node.gpus.restore(gpus)
             state.node_index.update(node)
-            node.copies_memo = copies_memo  # the memo of the room now restored
+            node.copies_memo, node.lifting_memo = copies, lifting  # those of the room restored
         state.freed, state.needs_cycle, state.node_index.version = freed, needs_cycle, version
 
     return undo

@@ -58,8 +58,6 @@ def _check_copies_memo(node: Node) -> None:
     """Every copies count the node remembers is what it would count afresh now."""
     fresh = dataclasses.replace(node, copies_memo={})
     for key, copies in node.copies_memo.items():
-        if isinstance(key, tuple) and key[0] == "lifting":
-            continue  # what lifting could do here, checked with the state's jobs (below)
         if isinstance(key, tuple):  # a request with the room the job holds here
             per_task, own_hold, own_devices = key
             assert copies == fresh.copies(per_task, own_hold, dict(own_devices)), (node.id, key)
@@ -71,11 +69,9 @@ def _check_lifting_memo(state: State) -> None:
     """Every node's remembered jobs whose lifting could let it hold one more task of a shape
     are those it would find afresh now (domain/actions/lifting.py)."""
     for each in state.nodes.values():
-        fresh = dataclasses.replace(each, copies_memo={})
-        for key, growers in each.copies_memo.items():
-            if isinstance(key, tuple) and key[0] == "lifting":
-                _, per_task, selector = key
-                assert growers == worth_lifting(state, fresh, per_task, selector), key
+        fresh = dataclasses.replace(each, copies_memo={}, lifting_memo={})
+        for (_, per_task, selector), growers in each.lifting_memo.items():
+            assert growers == worth_lifting(state, fresh, per_task, selector), each.id
 
 
 class NeverEnough:
