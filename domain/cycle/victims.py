@@ -26,6 +26,10 @@ from domain.state import Job, JobStatus
 
 __all__ = ["Room", "VictimSearch", "VictimStep", "victim_steps", "victims_of"]
 
+# Node sets a walk first asks for once the cheapest alone was not enough; four times as many
+# each time after that (docs/preemption.md, "Cheapest nodes first").
+RANKED_FIRST = 8
+
 
 class VictimSearch:
     """Finds, for a blocked job and one rule, the least disruptive victims that let it run."""
@@ -146,15 +150,24 @@ class VictimSearch:
         if first is not None:
             walk.take_all(first)
         if first is not None and walk.found is None:
-            # Not enough: start again from where the search began, with every node's set.
-            statement.rollback(checkpoint)
-            room = Room(state, statement, job)
-            checkpoint = statement.checkpoint()
-            walk = Walk(self, job, rule, room, target, releases)
-            for node_steps in node_sets.in_order(on_node, self._trial_for(walk)):
-                if walk.found is not None:
-                    break
-                walk.take_all(node_steps)
+            # Not enough: start again from where the search began, with the cheapest few
+            # nodes' sets, then more (each time from the start, where nodes are costed):
+            # the walk takes the sets in the order every node's costs would give.
+            ranking = node_sets.Ranking(on_node, self.step_order)
+            wanted = RANKED_FIRST
+            while True:
+                statement.rollback(checkpoint)
+                room = Room(state, statement, job)
+                checkpoint = statement.checkpoint()
+                walk = Walk(self, job, rule, room, target, releases)
+                ranked = ranking.first(wanted, self._trial_for(walk))
+                for node_steps in ranked:
+                    if walk.found is not None:
+                        break
+                    walk.take_all(node_steps)
+                if walk.found is not None or (ranking.complete and ranking.ranked <= wanted):
+                    break  # found, or every node's set walked
+                wanted *= 4
         if walk.found is None:
             walk.take_all(steps)
         found = walk.found

@@ -150,3 +150,24 @@ def test_a_node_disturbing_one_victim_beats_an_earlier_node_that_needs_two() -> 
     # Then n1 is still tried after n0's set was costed, and its one victim wins
     assert found == ["v2"]
     assert costed == ["n0", "n1"]
+
+
+@settings(max_examples=400)
+@given(victims=victim_lists, plans=plan_maps, asks=st.lists(st.integers(1, 6), max_size=4))
+def test_a_ranking_asked_bit_by_bit_gives_every_set_in_order(
+    victims: list[tuple[int, int, list[list[str]]]],
+    plans: dict[str, tuple[bool, int, frozenset[str]]],
+    asks: list[int],
+) -> None:
+    steps = _steps(victims)
+    order = _order_of_steps(steps)
+    steps.sort(key=order)
+    on_node = node_sets.by_node(steps)
+    every = node_sets.in_order(on_node, _trial(steps, plans, []))
+    calls: list[str] = []
+    ranking = node_sets.Ranking(on_node, order)
+    for count in asks:
+        assert ranking.first(count, _trial(steps, plans, calls)) == every[:count]
+    assert ranking.first(len(on_node), _trial(steps, plans, calls)) == every
+    assert ranking.complete and ranking.ranked == len(every)
+    assert len(calls) == len(set(calls)) <= len(on_node)  # each node costed once at most
