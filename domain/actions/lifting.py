@@ -3,12 +3,13 @@
 Consolidation (domain/actions/consolidate.py) keeps a move only if it raises how many of the
 blocked job's tasks fit, and only the moved job's old nodes can gain room: a move is worth
 trying only where lifting that one job would let its node hold one more task
-(`Room.could_grow_lifting`, which `plan_moves` asks of every resident). Whether some job placed
-on a node could, for a task shape, reads only that node: its room, labels and liveness, and
-the tasks placed on it. So it is kept in the node's lifting memo, which every change to the
-node's room starts anew (and a statement's rollback restores), as its copies memo. When no node has such a job, a
-plan would pass over every resident of every node: it is known to move nothing before any
-node is sorted or any resident looked at.
+(`Room.could_grow_lifting`, which `plan_moves` asks of every resident). Whether some job
+placed on a node could, for a task shape, reads only that node: its room, labels and
+liveness, and the tasks placed on it. So it is kept in the node's lifting memo, which every
+change to the node's room starts anew (and a statement's rollback restores), as its copies
+memo. When no node has such a job that could go somewhere, a plan would pass over every
+resident of every node: it is known to move nothing before any node is sorted or any
+resident looked at.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from tests.domain.test_victim_search import gpu_queue
 
 def test_a_blocked_job_is_told_of_a_queue_that_starts_running_work_within_its_share() -> None:
     """a (2 deserved) asks 2 GPUs; b runs one GPU on each 2-GPU node, within its share of 2:
-    room is scattered, no queue may give any back and nothing is moved. Then c starts a job within its share,
-    and the next cycle's reason names c as well."""
+    room is scattered, no queue may give any back and nothing is moved. Then c starts a job
+    within its share, and the next cycle's reason names c as well."""
     cluster = Cluster()
     cluster.given(
         0,
