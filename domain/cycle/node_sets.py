@@ -33,7 +33,9 @@ def by_node(steps: list[VictimStep]) -> dict[str, list[VictimStep]]:
 
 
 def in_order(on_node: dict[str, list[VictimStep]], trial: Trial) -> list[list[VictimStep]]:
-    """Every node's set that lets it grow, cheapest first."""
+    """Every node's set that lets it grow, cheapest first, every node costed: the order
+    `cheapest` and `Ranking` give without costing them all (the search uses those; this is
+    the reference their tests compare with)."""
     costed = [found for node_id in sorted(on_node) if (found := trial(node_id, on_node[node_id]))]
     costed.sort(key=lambda item: item[0])
     return [chosen for _, chosen in costed]
