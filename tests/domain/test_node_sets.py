@@ -88,17 +88,26 @@ plan_maps = st.dictionaries(
 )
 
 
+def _every_set(
+    victims: list[tuple[int, int, list[list[str]]]],
+    plans: dict[str, tuple[bool, int, frozenset[str]]],
+) -> tuple[list[VictimStep], Any, dict[str, list[VictimStep]], list[list[VictimStep]]]:
+    """The steps in least disruption order, that order, the steps per node, and every
+    node's set ranked with every node costed (`in_order`)."""
+    steps = _steps(victims)
+    order = _order_of_steps(steps)
+    steps.sort(key=order)
+    on_node = node_sets.by_node(steps)
+    return steps, order, on_node, node_sets.in_order(on_node, _trial(steps, plans, []))
+
+
 @settings(max_examples=400)
 @given(victims=victim_lists, plans=plan_maps)
 def test_the_cheapest_set_is_the_first_of_all_sets_in_order(
     victims: list[tuple[int, int, list[list[str]]]],
     plans: dict[str, tuple[bool, int, frozenset[str]]],
 ) -> None:
-    steps = _steps(victims)
-    order = _order_of_steps(steps)
-    steps.sort(key=order)
-    on_node = node_sets.by_node(steps)
-    every = node_sets.in_order(on_node, _trial(steps, plans, []))
+    steps, order, on_node, every = _every_set(victims, plans)
     lazy_calls: list[str] = []
     found = node_sets.cheapest(on_node, _trial(steps, plans, lazy_calls), order)
     assert found == (every[0] if every else None)
@@ -159,11 +168,7 @@ def test_a_ranking_asked_bit_by_bit_gives_every_set_in_order(
     plans: dict[str, tuple[bool, int, frozenset[str]]],
     asks: list[int],
 ) -> None:
-    steps = _steps(victims)
-    order = _order_of_steps(steps)
-    steps.sort(key=order)
-    on_node = node_sets.by_node(steps)
-    every = node_sets.in_order(on_node, _trial(steps, plans, []))
+    steps, order, on_node, every = _every_set(victims, plans)
     calls: list[str] = []
     ranking = node_sets.Ranking(on_node, order)
     for count in asks:
