@@ -6,7 +6,7 @@ back, so the search asks first only for the cheapest set (`cheapest`), found wit
 every node: a node's cost is never below a bound read from its steps alone, so once a costed
 node is cheaper than the next bound, no node left can be cheaper. Most searches then need
 nothing more; one that does asks for the cheapest few, then more (`Ranking`), each time
-costing only the nodes that could be among them, as `in_order` (every node) would rank them.
+costing only the nodes that could be among them, in the order costing every node would give.
 """
 
 from __future__ import annotations
@@ -32,29 +32,21 @@ def by_node(steps: list[VictimStep]) -> dict[str, list[VictimStep]]:
     return on_node
 
 
-def in_order(on_node: dict[str, list[VictimStep]], trial: Trial) -> list[list[VictimStep]]:
-    """Every node's set that lets it grow, cheapest first, every node costed: the order
-    `cheapest` and `Ranking` give without costing them all (the search uses those; this is
-    the reference their tests compare with)."""
-    costed = [found for node_id in sorted(on_node) if (found := trial(node_id, on_node[node_id]))]
-    costed.sort(key=lambda item: item[0])
-    return [chosen for _, chosen in costed]
-
-
 def cheapest(
     on_node: dict[str, list[VictimStep]],
     trial: Trial,
     order: Callable[[VictimStep], Order],
 ) -> list[VictimStep] | None:
-    """`in_order(on_node, trial)[0]` (None when empty), costing only the nodes that could
-    still beat the cheapest found so far (`Ranking`)."""
+    """The cheapest node's set (None when no node's set lets it grow), costing only the
+    nodes that could still beat the cheapest found so far (`Ranking`)."""
     first = Ranking(on_node, order).first(1, trial)
     return first[0] if first else None
 
 
 class Ranking:
-    """`in_order(on_node, trial)`, ranked only as far as asked: the cheapest `count` sets
-    cost only the nodes whose bound is below the last of them.
+    """Every node's set that lets it grow, cheapest first (by its trial's cost), ranked only
+    as far as asked: the cheapest `count` sets cost only the nodes whose bound is below the
+    last of them.
 
     A node's trial keeps at least one of the node's own steps (a victim's earlier steps
     only come with it), so it disturbs a priority at least that of the node's first step
