@@ -59,9 +59,8 @@ DERIVED_STATE = frozenset(
 # loaded queue counts again from its jobs when first asked (State.least_task and
 # State.stoppable_on, domain/allocation.py).
 DERIVED_QUEUE = frozenset({"quota", "policy", "preemption", "least_task", "stoppable_on"})
-DERIVED_NODE = frozenset(
-    {"copies_memo", "lifting_memo"}
-)  # a memo: a loaded node starts without one
+# Memos: a loaded node starts without them.
+DERIVED_NODE = frozenset({"copies_memo", "lifting_memo"})
 DERIVED_JOB = frozenset({"shape_key"})  # a shared key: a loaded job is given one when asked
 
 
