@@ -26,13 +26,17 @@ Selector = tuple[tuple[str, str], ...]
 def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
     """Whether some live node the job may use, able to hold one of its tasks at all, runs a
     job whose lifting alone would let it hold one more of them. A superset of what
-    `plan_moves` tries (every placed job counts, movable or not): False means it moves none."""
+    `plan_moves` tries (every placed job counts, movable or not): False means it moves none.
+
+    Asked of every node, and on a full cluster most answer no: the keys are plain values
+    (ints and the selector), which hash and compare without a Python call, where a key
+    holding `Resources` calls its generated `__hash__` and `__eq__` at every lookup."""
     per_task, selector = job.per_task, job.node_selector
-    key = ("lifting", per_task, selector)
+    key = ("lifting", per_task.gpu, per_task.cpu, per_task.memory, selector)
     jobs = state.jobs
     # Whether a job could go anywhere reads of it only its request, selector and tasks
     # (and whether it holds room): on a full cluster most such jobs have one shape.
-    lands: dict[tuple[Resources, Selector, int], bool] = {}
+    lands: dict[tuple[int, int, int, Selector, int], bool] = {}
     for node in state.nodes.values():  # any node will do: the order reads nothing
         memo = node.lifting_memo
         known = memo.get(key)
@@ -44,10 +48,11 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
             lifted = jobs[job_id]
             if lifted.held:
                 return True  # `Landing.could_land`: room it holds widens where it may go
-            shape = (lifted.per_task, lifted.node_selector, lifted.placed_tasks)
+            asked, placed = lifted.per_task, sum(lifted.placements.values())
+            shape = (asked.gpu, asked.cpu, asked.memory, lifted.node_selector, placed)
             could = lands.get(shape)
             if could is None:
-                could = lands[shape] = landing.could_land(lifted, lifted.placed_tasks)
+                could = lands[shape] = landing.could_land(lifted, placed)
             if could:
                 return True
     return False

@@ -21,6 +21,7 @@ from domain.cycle.session import Session
 from domain.decider import apply
 from domain.indexes import NodeIndex, PendingIndex
 from domain.plugins import Plugins
+from domain.resources import Resources
 from domain.state import Job, Node, State
 from tests.domain.harness import Cluster, job, node, queue
 
@@ -70,7 +71,8 @@ def _check_lifting_memo(state: State) -> None:
     are those it would find afresh now (domain/actions/lifting.py)."""
     for each in state.nodes.values():
         fresh = dataclasses.replace(each, copies_memo={}, lifting_memo={})
-        for (_, per_task, selector), growers in each.lifting_memo.items():
+        for (_, gpu, cpu, memory, selector), growers in each.lifting_memo.items():
+            per_task = Resources(gpu, cpu, memory)
             assert growers == worth_lifting(state, fresh, per_task, selector), each.id
 
 
