@@ -20,10 +20,10 @@ from domain.cycle.framework import (
     Cycle,
     Outcome,
     PreemptionRule,
-    ReleaseBound,
     ReleaseLedger,
     ReleaseRoom,
     exceeds_release_room,
+    release_bound,
 )
 from domain.placement import Plan
 from domain.rules.reclaim_deserved import below_deserved
@@ -108,7 +108,7 @@ def _plan(
 ) -> tuple[list[Job], list[Move], Plan] | None:
     state = cycle.state
     statement = cycle.statement
-    bound = rule if isinstance(rule, ReleaseBound) else None
+    bound = release_bound(state, rule)
     admitted: list[Job] = []
     rooms: dict[str, ReleaseRoom] = {}
     for queue_id in rule.candidate_queues(cycle, job):

@@ -190,6 +190,21 @@ class ReleaseBound(Protocol):
 ReleaseRoom = tuple[float, float, float]  # per resource, what a victim queue may release
 
 
+def release_bound(state: State, rule: PreemptionRule) -> ReleaseBound | None:
+    """The rule, if it bounds what its victims may release (`ReleaseBound`), else None. A
+    runtime protocol check costs tens of microseconds, and searches ask it every cycle: the
+    answer is kept per rule object with the configuration (`State.configuration_memo`),
+    which holds the rule objects themselves, so another plug-in set never reads theirs."""
+    memo = state.configuration_memo
+    known = memo.get("release_bounds")
+    if known is None:
+        known = memo["release_bounds"] = {}
+    bounds: dict[PreemptionRule, ReleaseBound | None] = known  # type: ignore[assignment]
+    if rule not in bounds:
+        bounds[rule] = rule if isinstance(rule, ReleaseBound) else None
+    return bounds[rule]
+
+
 class ReleaseLedger:
     """For a rule that bounds releases (`ReleaseBound`): what each victim queue may release,
     as a search began, and what the victims taken since release of it. The room is shared

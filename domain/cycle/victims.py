@@ -16,8 +16,8 @@ from domain.cycle.framework import (
     Attempt,
     Cycle,
     PreemptionRule,
-    ReleaseBound,
     ReleaseLedger,
+    release_bound,
 )
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
 from domain.cycle.room_bounds import AllTaken
@@ -39,8 +39,6 @@ class VictimSearch:
         self._dispatched_now = dispatched_now  # never victims in the same cycle
         # Searches that found nothing, by rule and job shape, with the cycle's lasting changes.
         self._failed: dict[tuple[object, ...], int] = {}
-        # Whether each rule bounds its release (a runtime protocol check costs ~50 µs).
-        self._bounds: dict[int, ReleaseBound | None] = {}
 
     def victim_order(self, victim: Job) -> tuple[int, int, str]:
         """Least disruption first: lowest priority, then most recently started."""
@@ -115,7 +113,7 @@ class VictimSearch:
         cycle = self._cycle
         state = cycle.state
         statement = cycle.statement
-        queues = victim_queues(cycle, job, rule, self._bound(rule))
+        queues = victim_queues(cycle, job, rule, release_bound(state, rule))
         if not queues:
             return False
         room = Room(state, statement, job)
@@ -188,17 +186,12 @@ class VictimSearch:
         statement.accept(issued)
         return True
 
-    def _bound(self, rule: PreemptionRule) -> ReleaseBound | None:
-        if id(rule) not in self._bounds:
-            self._bounds[id(rule)] = rule if isinstance(rule, ReleaseBound) else None
-        return self._bounds[id(rule)]
-
     def _releases(
         self, job: Job, rule: PreemptionRule, steps: list[VictimStep]
     ) -> ReleaseLedger | None:
         """What each victim queue may release, as the search begins (before any trial), for
         a rule that bounds it; None for a rule that does not."""
-        bound = self._bounds.get(id(rule))
+        bound = release_bound(self._cycle.state, rule)
         if bound is None:
             return None
         queues = sorted({step.victim.queue for step in steps})
