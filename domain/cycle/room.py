@@ -151,15 +151,41 @@ class Room:
         only grows with what is freed on it and is never below 0 (`Node.copies` is at most
         `max_copies_in(free)`), so no walk's fit finds more. Each queue is first counted
         alone, which counts no more than all of them together: one reaching `enough`
-        settles it without adding up every queue's nodes."""
+        settles it without adding up every queue's nodes. Before any node is counted, the
+        totals bound (`_most_released`) may already fall short."""
         if not (self._job.per_task.gpu or self._job.per_task.cpu or self._job.per_task.memory):
             return max(self.total, enough)  # asks nothing: any node holds "a large number"
+        most = self._most_released(queues)
+        if most < enough:
+            return most
         total = self.total
         for queue in queues:
             total = self._count(_capped([queue]), enough)
             if total >= enough or len(queues) == 1:
                 return total
         return self._count(_capped(queues), enough)
+
+    def _most_released(self, queues: Sequence[tuple[Mapping[str, Resources], Cap]]) -> int:
+        """An upper bound in totals: how many tasks what every live node has free and the most
+        the queues may release in all could hold, in resources alone. Each queue's cap bounds
+        its release over all nodes together (a walk never takes more of it: `ReleaseLedger`),
+        which the count per node cannot see: there, a queue running on many nodes may free up
+        to its cap on each. MANY_COPIES when some queue has no cap on every resource asked."""
+        asked = self._job.per_task.as_tuple()
+        free = self._state.node_index.free_total.as_tuple()
+        most = MANY_COPIES
+        for resource in range(3):
+            want = asked[resource]
+            if want <= 0:
+                continue
+            total = free[resource]
+            for _, cap in queues:
+                if cap[resource] >= NO_CAP:
+                    break
+                total += cap[resource]
+            else:
+                most = min(most, total // want)
+        return most
 
     def _count(self, freed: Iterator[tuple[str, tuple[int, int, int]]], enough: int) -> int:
         """`total` plus, per node, the tasks more that freeing its amount lets it hold (in
