@@ -48,7 +48,7 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
             lifted = jobs[job_id]
             if lifted.held:
                 return True  # `Landing.could_land`: room it holds widens where it may go
-            asked, placed = lifted.per_task, sum(lifted.placements.values())
+            asked, placed = lifted.per_task, lifted.placed_tasks
             shape = (asked.gpu, asked.cpu, asked.memory, lifted.node_selector, placed)
             could = lands.get(shape)
             if could is None:

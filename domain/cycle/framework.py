@@ -193,16 +193,17 @@ ReleaseRoom = tuple[float, float, float]  # per resource, what a victim queue ma
 def release_bound(state: State, rule: PreemptionRule) -> ReleaseBound | None:
     """The rule, if it bounds what its victims may release (`ReleaseBound`), else None. A
     runtime protocol check costs tens of microseconds, and searches ask it every cycle: the
-    answer is kept per rule object with the configuration (`State.configuration_memo`),
-    which holds the rule objects themselves, so another plug-in set never reads theirs."""
+    answer is kept per rule with the configuration (`State.configuration_memo`), beside the
+    rule object itself, so a rule of another plug-in set never reads it."""
     memo = state.configuration_memo
     known = memo.get("release_bounds")
     if known is None:
         known = memo["release_bounds"] = {}
-    bounds: dict[PreemptionRule, ReleaseBound | None] = known  # type: ignore[assignment]
-    if rule not in bounds:
-        bounds[rule] = rule if isinstance(rule, ReleaseBound) else None
-    return bounds[rule]
+    bounds: dict[int, tuple[PreemptionRule, ReleaseBound | None]] = known  # type: ignore[assignment]
+    kept = bounds.get(id(rule))
+    if kept is None or kept[0] is not rule:
+        kept = bounds[id(rule)] = (rule, rule if isinstance(rule, ReleaseBound) else None)
+    return kept[1]
 
 
 class ReleaseLedger:

@@ -170,7 +170,8 @@ class Room:
         the queues may release in all could hold, in resources alone. Each queue's cap bounds
         its release over all nodes together (a walk never takes more of it: `ReleaseLedger`),
         which the count per node cannot see: there, a queue running on many nodes may free up
-        to its cap on each. MANY_COPIES when some queue has no cap on every resource asked."""
+        to its cap on each. A resource counts only if every queue has a cap on it: MANY_COPIES
+        when none the job asks for has."""
         asked = self._job.per_task.as_tuple()
         free = self._state.node_index.free_total.as_tuple()
         most = MANY_COPIES
