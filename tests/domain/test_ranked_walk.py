@@ -20,23 +20,9 @@ def gangs_over_small_nodes(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Nodes of 2 GPUs; queue b runs gangs of one-GPU tasks spread over them, beyond its
     quota; queue a, below its quota, then asks for gangs of whole nodes: a walk needs many
     nodes' sets, and a victim taken for one node frees room on others too."""
-    lines: list[dict[str, Any]] = [
-        {"type": "ClusterConfigured", "ts": 0, "placement": "spread", "consolidation": False}
-    ]
     nodes = draw(st.integers(4, 9))
-    for name, quota in (("a", draw(st.integers(4, 2 * nodes))), ("b", draw(st.integers(0, 4)))):
-        lines.append(
-            {
-                "type": "QueueConfigured",
-                "ts": 0,
-                "queue": name,
-                "resources": {"gpu": {"quota": quota, "limit": -1}},
-            }
-        )
-    for index in range(nodes):
-        lines.append(
-            {"type": "NodeHeartbeat", "ts": 0, "node": f"n{index}", "capacity": {"gpu": 2}}
-        )
+    quotas = {"a": draw(st.integers(4, 2 * nodes)), "b": draw(st.integers(0, 4))}
+    lines = spread_cluster(quotas, nodes, gpus=2)
     for index in range(draw(st.integers(2, nodes))):
         lines.append(
             {
@@ -59,6 +45,28 @@ def gangs_over_small_nodes(draw: st.DrawFn) -> list[dict[str, Any]]:
                 "tasks": draw(st.integers(2, nodes)),
                 "resources": {"gpu": 2},
             }
+        )
+    return lines
+
+
+def spread_cluster(quotas: dict[str, int], nodes: int, gpus: int) -> list[dict[str, Any]]:
+    """A cluster that spreads tasks and never consolidates: queues of these GPU quotas (no
+    limit), and `nodes` nodes of `gpus` GPUs each."""
+    lines: list[dict[str, Any]] = [
+        {"type": "ClusterConfigured", "ts": 0, "placement": "spread", "consolidation": False}
+    ]
+    for name, quota in quotas.items():
+        lines.append(
+            {
+                "type": "QueueConfigured",
+                "ts": 0,
+                "queue": name,
+                "resources": {"gpu": {"quota": quota, "limit": -1}},
+            }
+        )
+    for index in range(nodes):
+        lines.append(
+            {"type": "NodeHeartbeat", "ts": 0, "node": f"n{index}", "capacity": {"gpu": gpus}}
         )
     return lines
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from domain.cycle.room import Room
 from domain.resources import MANY_COPIES
 from tests.domain.test_blocked_shapes import WatchedSimulator, simulate
-from tests.domain.test_ranked_walk import gangs_over_small_nodes
+from tests.domain.test_ranked_walk import gangs_over_small_nodes, spread_cluster
 from tests.domain.test_reclaim_properties import scenarios
 from tests.domain.test_shortcut_properties import SlowStops
 
@@ -27,24 +27,9 @@ def reclaims_in_flight(draw: st.DrawFn) -> list[dict[str, Any]]:
     below its quota, asks for jobs of whole nodes, and cancels some while their victims are
     still stopping. What those victims free is then held for no one, and b may release only
     what is left of its excess: the jobs a asks next may find too little in all."""
-    lines: list[dict[str, Any]] = [
-        {"type": "ClusterConfigured", "ts": 0, "placement": "spread", "consolidation": False}
-    ]
     nodes = draw(st.integers(3, 7))
     quotas = {"a": draw(st.integers(4, 4 * nodes)), "b": draw(st.integers(0, 4))}
-    for name, quota in quotas.items():
-        lines.append(
-            {
-                "type": "QueueConfigured",
-                "ts": 0,
-                "queue": name,
-                "resources": {"gpu": {"quota": quota, "limit": -1}},
-            }
-        )
-    for index in range(nodes):
-        lines.append(
-            {"type": "NodeHeartbeat", "ts": 0, "node": f"n{index}", "capacity": {"gpu": 4}}
-        )
+    lines = spread_cluster(quotas, nodes, gpus=4)
     for index in range(draw(st.integers(2 * nodes, 4 * nodes))):
         lines.append(
             {
