@@ -111,7 +111,7 @@ class NodeIndex:
     def update(self, node: Node) -> None:
         """Re-files the node by its free capacity (drops it if lost). A node already indexed
         keeps its place in `_keys`, so undoing a change restores the index exactly. Every
-        change to a node's room ends here, so the node's memo of copies starts anew."""
+        change to a node's room ends here, so the node's memos (copies, lifting) start anew."""
         node.copies_memo = {}
         node.lifting_memo = {}
         if node.lost:
