@@ -21,7 +21,8 @@ from domain.cycle.framework import (
     ReleaseBound,
     exceeds_release_room,
 )
-from domain.cycle.room import NO_CAP, Cap, VictimStep, victim_steps
+from domain.cycle.release_totals import NO_CAP, Cap
+from domain.cycle.room import VictimStep, victim_steps
 from domain.state import Job
 
 

@@ -7,17 +7,17 @@ taken and given back through the cycle's statement. See docs/preemption.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from domain.cycle import release_totals
+from domain.cycle.release_totals import Freeable
 from domain.cycle.statement import Statement
 from domain.devices import Assignment, usage
 from domain.resources import MANY_COPIES, ZERO, Resources
 from domain.state import Job, State
 
 _NO_NEED = -(1 << 62)  # a resource the task does not ask for: any freeing will do
-NO_CAP = 1 << 62  # more than any queue could release of a resource
-Cap = tuple[int, int, int]  # per resource, the most a queue may release (NO_CAP: no bound)
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,7 @@ class Room:
         node = self._state.nodes[node_id]
         return node.copies_freeing(self._job.per_task, freed_room, freed_devices)
 
-    def most_if_emptied(
-        self, queues: Sequence[tuple[Mapping[str, Resources], Cap]], enough: int
-    ) -> int:
+    def most_if_emptied(self, queues: Freeable, enough: int) -> int:
         """An upper bound of how many tasks the nodes could hold once any victims of the
         queues are stopped, as a walk may take them: for each queue, what its stoppable jobs
         have placed per node (`Allocations.stoppable_on`), each node's share capped by what
@@ -151,42 +149,28 @@ class Room:
         only grows with what is freed on it and is never below 0 (`Node.copies` is at most
         `max_copies_in(free)`), so no walk's fit finds more. Each queue is first counted
         alone, which counts no more than all of them together: one reaching `enough`
-        settles it without adding up every queue's nodes. Before any node is counted, the
-        totals bound (`_most_released`) may already fall short."""
+        settles it without adding up every queue's nodes. The caps are also spent once
+        (domain/cycle/release_totals.py): in total, before any node is counted, and, for
+        several tasks, node by node once the counts reach `enough`."""
         if not (self._job.per_task.gpu or self._job.per_task.cpu or self._job.per_task.memory):
             return max(self.total, enough)  # asks nothing: any node holds "a large number"
-        most = self._most_released(queues)
+        most = release_totals.most_released(self, queues)
         if most < enough:
             return most
+        most = self._counted(queues, enough)
+        if most < enough or enough < 2:
+            return most
+        # Node by node, the caps' sum pays for several tasks at once: for one task the count
+        # per node above, each node's share already capped, is as tight.
+        return min(most, release_totals.most_paid_for(self, queues))
+
+    def _counted(self, queues: Freeable, enough: int) -> int:
         total = self.total
         for queue in queues:
             total = self._count(_capped([queue]), enough)
             if total >= enough or len(queues) == 1:
                 return total
         return self._count(_capped(queues), enough)
-
-    def _most_released(self, queues: Sequence[tuple[Mapping[str, Resources], Cap]]) -> int:
-        """An upper bound in totals: how many tasks what every live node has free and the most
-        the queues may release in all could hold, in resources alone. Each queue's cap bounds
-        its release over all nodes together (a walk never takes more of it: `ReleaseLedger`),
-        which the count per node cannot see: there, a queue running on many nodes may free up
-        to its cap on each. A resource counts only if every queue has a cap on it: MANY_COPIES
-        when none the job asks for has."""
-        asked = self._job.per_task.as_tuple()
-        free = self._state.node_index.free_total.as_tuple()
-        most = MANY_COPIES
-        for resource in range(3):
-            want = asked[resource]
-            if want <= 0:
-                continue
-            total = free[resource]
-            for _, cap in queues:
-                if cap[resource] >= NO_CAP:
-                    break
-                total += cap[resource]
-            else:
-                most = min(most, total // want)
-        return most
 
     def _count(self, freed: Iterator[tuple[str, tuple[int, int, int]]], enough: int) -> int:
         """`total` plus, per node, the tasks more that freeing its amount lets it hold (in
@@ -302,9 +286,7 @@ class Room:
         return self._copies.get(node_id, 0)
 
 
-def _capped(
-    queues: Sequence[tuple[Mapping[str, Resources], Cap]],
-) -> Iterator[tuple[str, tuple[int, int, int]]]:
+def _capped(queues: Freeable) -> Iterator[tuple[str, tuple[int, int, int]]]:
     """Per node, what the queues free there, each queue's amount capped (`most_if_emptied`)."""
     if len(queues) == 1:  # the usual case: one candidate queue, nothing to add up
         per_node, (most_gpu, most_cpu, most_memory) = queues[0]
