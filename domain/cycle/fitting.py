@@ -258,12 +258,7 @@ class Fitter:
 
     def _capacity_reason(self, job: Job, tasks: int) -> Reason:
         if job.held and job.awaiting:
-            known = waiting_reason_held(job)  # the same victims cycle after cycle, mostly
-            if known is not None:
-                return known
-            awaiting = tuple(sorted(job.awaiting))
-            text = f"waiting for preempted jobs to stop: {', '.join(awaiting)}"
-            return reason(ReasonKind.PREEMPTING, text, awaiting=awaiting)
+            return waiting_reason(job)
         key = (job.node_selector, job.per_task, tasks)
         epoch = self._changes()[0]
         cached = self._reasons.get(key)
@@ -275,6 +270,17 @@ class Fitter:
 
 
 _PENDING = JobStatus.PENDING  # read once: the promised sums check it for every holder
+
+
+def waiting_reason(job: Job) -> Reason:
+    """Why a preemptor with room held waits: for the victims it awaits to stop. The capacity
+    reason `Fitter._capacity_reason` gives it while no size fits."""
+    known = waiting_reason_held(job)  # the same victims cycle after cycle, mostly
+    if known is not None:
+        return known
+    awaiting = tuple(sorted(job.awaiting))
+    text = f"waiting for preempted jobs to stop: {', '.join(awaiting)}"
+    return reason(ReasonKind.PREEMPTING, text, awaiting=awaiting)
 
 
 def waiting_reason_held(job: Job) -> Reason | None:

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from domain.commands import DispatchReason, NodeCommand, Preempt, PreemptReason
 from domain.cycle import awaiting
-from domain.cycle.fitting import Fitter
+from domain.cycle.fitting import Fitter, waiting_reason
 from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
 from domain.cycle.reclaim_reasons import reclaim_reason
 from domain.cycle.statement import Statement
@@ -199,10 +199,10 @@ class Session:
         for resolver in self._plugins.resolvers:
             outcome = resolver(self, job)
             if outcome is not None:
-                return outcome, first_reason
+                return outcome, _started(job, outcome, first_reason)
         for rule in self._plugins.preemption_rules:
             if rule.applies(self, job) and self.preempt_for(job, rule):
-                return Outcome.PREEMPTING, first_reason
+                return Outcome.PREEMPTING, _started(job, Outcome.PREEMPTING, first_reason)
         if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
         return Outcome.BLOCKED, first_reason
@@ -324,6 +324,16 @@ class Session:
 # every pending job a cycle reaches.
 _PENDING = JobStatus.PENDING
 _PREEMPT = Trusted(Preempt)  # built from the cycle's own values (domain/trusted.py)
+
+
+def _started(job: Job, outcome: Outcome, first: Reason | None) -> Reason | None:
+    """The reason of a job for which a preemption just started: the one its tries give while
+    it waits for those victims, from this cycle on (its capacity reason, had it none, is
+    `waiting_reason`); so the next cycle passes it over (`Session.still_waiting`)."""
+    capacity = first is not None and first.kind is ReasonKind.CAPACITY
+    if outcome is Outcome.PREEMPTING and capacity and job.held and job.awaiting:
+        return waiting_reason(job)
+    return first
 
 
 def _priority_reads(state: State, plugins: PluginSet) -> dict[str, bool]:

@@ -164,3 +164,16 @@ def test_a_waiting_preemptor_takes_room_that_appears_elsewhere_before_its_victim
     cluster.when(2000, node("n1", gpu=4))
     # Then it runs there at once
     assert [(c.type, c.job, c.node) for c in cluster.last] == [("Dispatch", "high", "n1")]
+
+
+def test_a_preemptor_waits_for_its_victims_from_the_cycle_that_preempted_them() -> None:
+    # Given `high` preempting `low` for the one 4-GPU node, in the cycle that folds it
+    cluster = preemptor_waiting()
+
+    # Then the reason kept for it already names its victim, as its tries give while it
+    # waits: a later cycle may pass it over (`Session.still_waiting`), its reason kept
+    jobs = dict(orjson.loads(encode_state(cluster.state))["state"]["jobs"])
+    kept = jobs["high"]["pending_reason"]
+    assert kept["kind"] == "preempting"
+    assert kept["facts"] == {"awaiting": ["low"]}
+    assert kept["text"] == "waiting for preempted jobs to stop: low"
