@@ -81,3 +81,26 @@ def test_skipped_looks_change_no_command_reason_or_timer(
     with mock.patch.object(allocate, "note_dequeued", lambda cycle, walked: None):
         looked = test_blocked_shapes.simulate(lines)
     assert skipped == looked
+
+
+def test_a_search_that_found_nothing_is_made_again_once_a_dispatch_changed_the_queues() -> None:
+    # Given q1 at its deserved 2 GPUs on n0 (4 GPUs), and n1 (2 GPUs) free
+    lines = [
+        line("ClusterConfigured", 0, placement="spread", consolidation=False),
+        line("QueueConfigured", 0, queue="q0", resources={"gpu": {"quota": 4, "limit": -1}}),
+        line("QueueConfigured", 0, queue="q1", resources={"gpu": {"quota": 2, "limit": -1}}),
+        line("NodeHeartbeat", 0, node="n0", capacity={"gpu": 4}),
+        line("NodeHeartbeat", 0, node="n1", capacity={"gpu": 2}),
+        line("JobSubmitted", 1, job="j1", queue="q1", resources={"gpu": 2}),
+        # When q0 asks for a whole n0 as q1 asks for 2 GPUs more: q0's job is tried first,
+        # fits nowhere and finds no victim (q1 within its share); then q1's goes to n1
+        line("JobSubmitted", 4, job="j3", queue="q0", resources={"gpu": 4}),
+        line("JobSubmitted", 4, job="j5", queue="q1", resources={"gpu": 2}),
+    ]
+    output = simulate(*lines)
+
+    # Then, in that same cycle, the second look searches again and reclaims j1 for j3:
+    # the dispatch took q1 above its share (j5, dispatched in the cycle, is no victim)
+    commands = [(o["type"], o["job"], o["ts"]) for o in output if o["type"] != "Rejected"]
+    assert ("Dispatch", "j5", 4) in commands
+    assert ("Preempt", "j1", 4) in commands
