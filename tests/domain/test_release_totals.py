@@ -25,6 +25,25 @@ class SlowStopsWatched(SlowStops, WatchedSimulator):
     holding what they free), watched after every cycle."""
 
 
+def _filling_b(draw: st.DrawFn, nodes: int, finish_some: bool) -> list[dict[str, Any]]:
+    """Two to four times `nodes` one-GPU jobs of queue b at once, of any priority (spread,
+    they fill the nodes); with `finish_some`, about a quarter end a second after they start."""
+    jobs: list[dict[str, Any]] = []
+    for index in range(draw(st.integers(2 * nodes, 4 * nodes))):
+        submitted: dict[str, Any] = {
+            "type": "JobSubmitted",
+            "ts": 1000,
+            "job": f"b{index}",
+            "queue": "b",
+            "priority": draw(st.integers(1, 9)),
+            "resources": {"gpu": 1},
+        }
+        if finish_some and draw(st.integers(0, 3)) == 0:
+            submitted["duration_s"] = 1
+        jobs.append(submitted)
+    return jobs
+
+
 @st.composite
 def reclaims_in_flight(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Nodes of 4 GPUs filled by queue b beyond its share (one-GPU jobs, spread); queue a,
@@ -33,18 +52,7 @@ def reclaims_in_flight(draw: st.DrawFn) -> list[dict[str, Any]]:
     what is left of its excess: the jobs a asks next may find too little in all."""
     nodes = draw(st.integers(3, 7))
     quotas = {"a": draw(st.integers(4, 4 * nodes)), "b": draw(st.integers(0, 4))}
-    lines = spread_cluster(quotas, nodes, gpus=4)
-    for index in range(draw(st.integers(2 * nodes, 4 * nodes))):
-        lines.append(
-            {
-                "type": "JobSubmitted",
-                "ts": 1000,
-                "job": f"b{index}",
-                "queue": "b",
-                "priority": draw(st.integers(1, 9)),
-                "resources": {"gpu": 1},
-            }
-        )
+    lines = spread_cluster(quotas, nodes, gpus=4) + _filling_b(draw, nodes, finish_some=False)
     ts = 2000
     for index in range(draw(st.integers(1, 4))):
         lines.append(
@@ -71,19 +79,7 @@ def scattered_holes(draw: st.DrawFn) -> list[dict[str, Any]]:
     while no node can be emptied for one task."""
     nodes = draw(st.integers(3, 7))
     quotas = {"a": draw(st.integers(4, 4 * nodes)), "b": draw(st.integers(0, 4 * nodes))}
-    lines = spread_cluster(quotas, nodes, gpus=4)
-    for index in range(draw(st.integers(2 * nodes, 4 * nodes))):
-        submitted: dict[str, Any] = {
-            "type": "JobSubmitted",
-            "ts": 1000,
-            "job": f"b{index}",
-            "queue": "b",
-            "priority": draw(st.integers(1, 9)),
-            "resources": {"gpu": 1},
-        }
-        if draw(st.integers(0, 3)) == 0:
-            submitted["duration_s"] = 1
-        lines.append(submitted)
+    lines = spread_cluster(quotas, nodes, gpus=4) + _filling_b(draw, nodes, finish_some=True)
     for index in range(draw(st.integers(1, 3))):
         lines.append(
             {
