@@ -285,7 +285,7 @@ def waiting_reason(job: Job) -> Reason:
 
 def waiting_reason_held(job: Job) -> Reason | None:
     """The reason the job holds, if it is the one a preemptor waiting for exactly the
-    victims it awaits is given (only `Fitter._capacity_reason` makes such a reason, its
+    victims it awaits is given (only `waiting_reason` makes such a reason, its
     text from these facts): giving it again would change nothing. Else None."""
     known = job.pending_reason
     if (

@@ -327,9 +327,9 @@ _PREEMPT = Trusted(Preempt)  # built from the cycle's own values (domain/trusted
 
 
 def _started(job: Job, outcome: Outcome, first: Reason | None) -> Reason | None:
-    """The reason of a job for which a preemption just started: the one its tries give while
-    it waits for those victims, from this cycle on (its capacity reason, had it none, is
-    `waiting_reason`); so the next cycle passes it over (`Session.still_waiting`)."""
+    """The reason of a job for which a preemption just started: a capacity reason from its
+    try becomes `waiting_reason`, the one its tries give while it waits for those victims,
+    from this cycle on; so a later cycle may pass it over (`Session.still_waiting`)."""
     capacity = first is not None and first.kind is ReasonKind.CAPACITY
     if outcome is Outcome.PREEMPTING and capacity and job.held and job.awaiting:
         return waiting_reason(job)
