@@ -19,7 +19,7 @@ counts it, is never above either: see each function.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
 from domain.resources import MANY_COPIES, Resources
@@ -46,6 +46,34 @@ class Room(Protocol):
     def copies(self, node_id: str) -> int: ...
 
     def usable(self, node_id: str) -> bool: ...
+
+
+def capped_per_node(queues: Freeable) -> Iterator[tuple[str, tuple[int, int, int]]]:
+    """Per node, what the queues may free there: what each runs there, capped by what it may
+    release in all (`Room.most_if_emptied`, `_paid_for`)."""
+    if len(queues) == 1:  # the usual case: one candidate queue, nothing to add up
+        per_node, (most_gpu, most_cpu, most_memory) = queues[0]
+        for node_id, placed in per_node.items():
+            yield (
+                node_id,
+                (
+                    min(placed.gpu, most_gpu),
+                    min(placed.cpu, most_cpu),
+                    min(placed.memory, most_memory),
+                ),
+            )
+        return
+    freed: dict[str, tuple[int, int, int]] = {}
+    for per_node, (most_gpu, most_cpu, most_memory) in queues:
+        for node_id, placed in per_node.items():
+            gpu = min(placed.gpu, most_gpu)
+            cpu = min(placed.cpu, most_cpu)
+            memory = min(placed.memory, most_memory)
+            earlier = freed.get(node_id)
+            if earlier is not None:
+                gpu, cpu, memory = earlier[0] + gpu, earlier[1] + cpu, earlier[2] + memory
+            freed[node_id] = (gpu, cpu, memory)
+    yield from freed.items()
 
 
 def capped_resources(room: Room, queues: Freeable) -> list[tuple[int, int]]:
@@ -80,9 +108,6 @@ def most_paid_for(room: Room, queues: Freeable) -> int:
     return most
 
 
-_NAMES = ("gpu", "cpu", "memory")
-
-
 def _paid_for(room: Room, queues: Freeable, resource: int, want: int) -> int:
     """`room.total` plus the most tasks that freeing, in all, at most the caps' sum of the
     resource could add, each node freeing at most what the queues run there (each queue's
@@ -96,22 +121,15 @@ def _paid_for(room: Room, queues: Freeable, resource: int, want: int) -> int:
     none while `f` already holds them (devices may hold fewer than resources), then what
     the node lacks of one more task (at most `want`), then `want` for each further one;
     counting the later ones without their node's first only raises the bound."""
-    name = _NAMES[resource]
-    budget = 0
-    freeable: dict[str, int] = {}
-    for per_node, cap in queues:
-        most = cap[resource]
-        budget += most
-        for node_id, placed in per_node.items():
-            amount = getattr(placed, name)
-            freeable[node_id] = freeable.get(node_id, 0) + (most if amount > most else amount)
+    budget = sum(cap[resource] for _, cap in queues)
     free_of = room.state.node_index.free_of
     gained = 0
     firsts: list[int] = []  # per node, what its first task more that costs anything costs
     further = 0  # tasks more costing `want` each
-    for node_id, amount in freeable.items():
+    for node_id, freed in capped_per_node(queues):
         if not room.usable(node_id):
             continue
+        amount = freed[resource]
         free = free_of(node_id)[resource]
         holds = room.copies(node_id)
         top = (free + amount) // want - holds

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from domain.cycle import release_totals
-from domain.cycle.release_totals import Freeable
+from domain.cycle.release_totals import Freeable, capped_per_node
 from domain.cycle.statement import Statement
 from domain.devices import Assignment, usage
 from domain.resources import MANY_COPIES, ZERO, Resources
@@ -81,6 +81,22 @@ def freeing_needed(
         more * per_task.cpu - free[1] if per_task.cpu > 0 else _NO_NEED,
         more * per_task.memory - free[2] if per_task.memory > 0 else _NO_NEED,
     )
+
+
+def resource_copies(
+    asked: Resources, free: tuple[int, int, int], freed: tuple[int, int, int]
+) -> int:
+    """`asked.max_copies_in(free + freed)` on plain integers (free as the node index files
+    it): how many tasks a node could hold once `freed` is freed there, in resources alone.
+    Asked for every node a victim search counts, so no `Resources` is made."""
+    more = MANY_COPIES
+    if asked.gpu > 0:
+        more = (free[0] + freed[0]) // asked.gpu
+    if asked.cpu > 0:
+        more = min(more, (free[1] + freed[1]) // asked.cpu)
+    if asked.memory > 0:
+        more = min(more, (free[2] + freed[2]) // asked.memory)
+    return max(0, more)
 
 
 class Room:
@@ -167,31 +183,23 @@ class Room:
     def _counted(self, queues: Freeable, enough: int) -> int:
         total = self.total
         for queue in queues:
-            total = self._count(_capped([queue]), enough)
+            total = self._count(capped_per_node([queue]), enough)
             if total >= enough or len(queues) == 1:
                 return total
-        return self._count(_capped(queues), enough)
+        return self._count(capped_per_node(queues), enough)
 
     def _count(self, freed: Iterator[tuple[str, tuple[int, int, int]]], enough: int) -> int:
         """`total` plus, per node, the tasks more that freeing its amount lets it hold (in
         resources alone); stops once it reaches `enough`."""
         total = self.total
         asked, copies, free_of = self._job.per_task, self._copies, self._state.node_index.free_of
-        gpu, cpu, memory = asked.gpu, asked.cpu, asked.memory
-        for node_id, (more_gpu, more_cpu, more_memory) in freed:
+        for node_id, freed_there in freed:
             if total >= enough:
                 break
             if not self.usable(node_id):
                 continue
-            free = free_of(node_id)
-            more = MANY_COPIES
-            if gpu:
-                more = (free[0] + more_gpu) // gpu
-            if cpu:
-                more = min(more, (free[1] + more_cpu) // cpu)
-            if memory:
-                more = min(more, (free[2] + more_memory) // memory)
-            total += max(0, more) - copies.get(node_id, 0)
+            more = resource_copies(asked, free_of(node_id), freed_there)
+            total += more - copies.get(node_id, 0)
         return total
 
     def could_grow(self, node_id: str, steps: list[VictimStep]) -> bool:
@@ -284,30 +292,3 @@ class Room:
     def copies(self, node_id: str) -> int:
         """Tasks of the job the node could hold now (0 for a node not counted yet)."""
         return self._copies.get(node_id, 0)
-
-
-def _capped(queues: Freeable) -> Iterator[tuple[str, tuple[int, int, int]]]:
-    """Per node, what the queues free there, each queue's amount capped (`most_if_emptied`)."""
-    if len(queues) == 1:  # the usual case: one candidate queue, nothing to add up
-        per_node, (most_gpu, most_cpu, most_memory) = queues[0]
-        for node_id, placed in per_node.items():
-            yield (
-                node_id,
-                (
-                    min(placed.gpu, most_gpu),
-                    min(placed.cpu, most_cpu),
-                    min(placed.memory, most_memory),
-                ),
-            )
-        return
-    freed: dict[str, tuple[int, int, int]] = {}
-    for per_node, (most_gpu, most_cpu, most_memory) in queues:
-        for node_id, placed in per_node.items():
-            gpu = min(placed.gpu, most_gpu)
-            cpu = min(placed.cpu, most_cpu)
-            memory = min(placed.memory, most_memory)
-            earlier = freed.get(node_id)
-            if earlier is not None:
-                gpu, cpu, memory = earlier[0] + gpu, earlier[1] + cpu, earlier[2] + memory
-            freed[node_id] = (gpu, cpu, memory)
-    yield from freed.items()

@@ -6,8 +6,7 @@ walks only if `AllTaken.reaches` it (docs/preemption.md, 3d).
 
 from __future__ import annotations
 
-from domain.cycle.room import Room, VictimStep
-from domain.resources import MANY_COPIES
+from domain.cycle.room import Room, VictimStep, resource_copies
 from domain.state import Job
 
 __all__ = ["AllTaken"]
@@ -40,21 +39,11 @@ class AllTaken:
         # and the resources bound what the devices hold).
         self._gains: list[str] = []
         asked = room.job.per_task
-        want_gpu, want_cpu, want_memory = asked.gpu, asked.cpu, asked.memory
         free_of = room.state.node_index.free_of  # Node.free of a live node, as filed
         for node_id, (gpu, cpu, memory) in freed.items():  # sums: order-free
             if room.usable(node_id):
-                # `max_copies_in(free + freed)` in plain integers: asked for every node
-                # the steps touch, and a search lists every candidate's steps.
-                free = free_of(node_id)
-                most = MANY_COPIES
-                if want_gpu > 0:
-                    most = (free[0] + gpu) // want_gpu
-                if want_cpu > 0:
-                    most = min(most, (free[1] + cpu) // want_cpu)
-                if want_memory > 0:
-                    most = min(most, (free[2] + memory) // want_memory)
-                gain = max(0, most) - room.copies(node_id)
+                gain = resource_copies(asked, free_of(node_id), (gpu, cpu, memory))
+                gain -= room.copies(node_id)
                 if gain > 0:
                     self.bound += gain
                     self._gains.append(node_id)
