@@ -20,6 +20,7 @@ from aiokafka.structs import OffsetAndMetadata
 from domain.plugins import Plugins
 from domain.state import State
 from streams.batch import SchedulerFenced, is_fatal
+from streams.bounded import TransactionStalled, bounded_transaction
 from streams.kafka_io import Topics
 from streams.rebuild import load_state
 from streams.records import PRODUCER_STATE_ERRORS
@@ -50,7 +51,9 @@ class Recovery:
     _partitions: list[TopicPartition]
     _needs_recovery: bool
     _deferred: dict[TopicPartition, OffsetAndMetadata]
+    _producer: AIOKafkaProducer | None
     _last_commit_ms: int
+    transaction_bound_s: float
 
     if TYPE_CHECKING:  # provided by the scheduler and by BatchTransactions
 
@@ -98,7 +101,10 @@ class Recovery:
                 consumer.seek(tp, offset)
 
     async def _recover(self, seek: bool) -> None:
-        """After an aborted transaction: state back to the journal, inputs back to the offsets."""
+        """After an aborted transaction: state back to the journal, inputs back to the offsets,
+        and a producer again if the last one could not be replaced."""
+        if self._producer is None:
+            await self._restart_producer()
         await self.rebuild()
         if seek:
             await self._seek_committed()
@@ -112,7 +118,7 @@ class Recovery:
             tp: OffsetAndMetadata(await consumer.position(tp), "") for tp in self._partitions
         }
         try:
-            async with producer.transaction():
+            async with bounded_transaction(producer, self.transaction_bound_s):
                 await producer.send_offsets_to_transaction(offsets, self.group_id)
             self._deferred.clear()  # the positions cover every deferred offset
         except ProducerFenced as exc:
@@ -121,7 +127,7 @@ class Recovery:
             if is_fatal(producer):
                 raise SchedulerFenced(repr(exc)) from exc
             log.warning("idle epoch check failed (%r); recovering from the journal", exc)
-            if isinstance(exc, PRODUCER_STATE_ERRORS):
+            if isinstance(exc, (*PRODUCER_STATE_ERRORS, TransactionStalled)):
                 await self._restart_producer()
             self._needs_recovery = True
         self._last_commit_ms = self.clock()

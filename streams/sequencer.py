@@ -161,9 +161,9 @@ class Scheduler(Recovery, BatchTransactions):
 
     async def stop(self) -> None:
         for client in (self._consumer, self._producer):
-            if client is not None:
+            if client is not None:  # a client stuck on a silent broker is left behind
                 with contextlib.suppress(Exception):
-                    await client.stop()
+                    await asyncio.wait_for(client.stop(), self.transaction_bound_s)
         self._consumer = self._producer = None
 
     async def run(self, stop: asyncio.Event | None = None) -> None:

@@ -10,7 +10,6 @@ are written through `Outbox` (record batches filled here, one future per batch).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -41,6 +40,12 @@ from streams.batch import (
     key_of,
     where,
     where_key,
+)
+from streams.bounded import (
+    TRANSACTION_BOUND_MS,
+    TransactionStalled,
+    bounded_transaction,
+    stop_within,
 )
 from streams.ingress import admit
 from streams.kafka_io import Topics, transactional_producer
@@ -82,6 +87,7 @@ class BatchTransactions(QuietBatches):
     _producer: AIOKafkaProducer | None
     _team_topics: dict[str, tuple[str, str]]
     _snapshot_owed: tuple[int, int] | None = None  # (seq, journal offset) a commit made due
+    transaction_bound_s: float = TRANSACTION_BOUND_MS / 1000  # streams/bounded.py
 
     if TYPE_CHECKING:  # provided by the scheduler and by Recovery
 
@@ -157,7 +163,7 @@ class BatchTransactions(QuietBatches):
         cycle_s = 0.0
         owed, journal_offset = False, None
         try:
-            async with producer.transaction():
+            async with bounded_transaction(producer, self.transaction_bound_s):
                 # Nodes heard since their last journaled heartbeat go first, when the core
                 # would otherwise find one of them silent in this batch's cycle.
                 alive = self.liveness.due(self.state, ts, self._core_due())
@@ -212,7 +218,7 @@ class BatchTransactions(QuietBatches):
             # Anything else (broker unavailable, timeout): the transaction's outcome is in the
             # journal and the committed offsets, so read them back and carry on from there.
             log.warning("transaction failed (%r); rebuilding from the journal", exc)
-            if isinstance(exc, PRODUCER_STATE_ERRORS):
+            if isinstance(exc, (*PRODUCER_STATE_ERRORS, TransactionStalled)):
                 await self._restart_producer()
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
@@ -247,13 +253,19 @@ class BatchTransactions(QuietBatches):
         return outcome
 
     async def _restart_producer(self) -> None:
+        """A new producer with the same transactional id: a new epoch, which fences the old
+        one and has the broker abort whatever transaction it left open. If Kafka cannot be
+        reached now, the scheduler has no producer until its next recovery starts one."""
         old = self._producer
         self._producer = None
         if old is not None:
-            with contextlib.suppress(Exception):
-                await old.stop()
+            await stop_within(old, self.transaction_bound_s)
         producer = transactional_producer(self.bootstrap, self.transactional_id)
-        await producer.start()
+        try:
+            await producer.start()
+        except BaseException:
+            await stop_within(producer, self.transaction_bound_s)
+            raise
         self._producer = producer
 
     async def write_owed_snapshot(self) -> None:
@@ -266,7 +278,7 @@ class BatchTransactions(QuietBatches):
             return
         producer = self._require_producer()
         try:
-            async with producer.transaction():
+            async with bounded_transaction(producer, self.transaction_bound_s):
                 written = await self.snapshots.write(producer, self.state, owed[1])
         except ProducerFenced as exc:
             raise SchedulerFenced(str(exc)) from exc
@@ -277,7 +289,7 @@ class BatchTransactions(QuietBatches):
             log.warning("snapshot at seq %d not written: %s", owed[0], describe(exc))
             if self.monitor is not None:
                 self.monitor.snapshots.labels("refused").inc()
-            if isinstance(exc, (*RECORD_REFUSALS, *PRODUCER_STATE_ERRORS)):
+            if isinstance(exc, (*RECORD_REFUSALS, *PRODUCER_STATE_ERRORS, TransactionStalled)):
                 await self._restart_producer()  # as after a refused batch: a new epoch
             return
         if written is None:  # the state did not encode (the writer logged why): tried again

@@ -120,14 +120,14 @@ async def test_quiet_heartbeats_take_no_transaction_and_their_offsets_ride_the_n
         )
         # A spy on the real producer: every transaction the scheduler begins from here on.
         producer = scheduler._require_producer()
-        begin = producer.transaction
+        begin = producer.begin_transaction
         began: list[int] = []
 
-        def counted() -> Any:
+        async def counted() -> Any:
             began.append(scheduler.state.seq)
-            return begin()
+            return await begin()
 
-        producer.transaction = counted  # type: ignore[method-assign]
+        producer.begin_transaction = counted  # type: ignore[method-assign]
         await produce(kafka_bootstrap, topics.nodes, [beat("node-a")] * 3, key="node-a")
 
         async def heard() -> bool:
