@@ -51,6 +51,7 @@ from streams.ingress import admit
 from streams.kafka_io import Topics, transactional_producer
 from streams.metrics import SchedulerMonitor
 from streams.outbox import Outbox
+from streams.owed_snapshot import OwedSnapshots
 from streams.quiet import QuietBatches
 from streams.records import (
     PRODUCER_STATE_ERRORS,
@@ -69,7 +70,7 @@ log = logging.getLogger("quotaflow.scheduler")
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
 
-class BatchTransactions(QuietBatches):
+class BatchTransactions(QuietBatches, OwedSnapshots):
     """Sequencing inside transactions; the scheduler provides the state, clients and recovery."""
 
     bootstrap: str
@@ -86,7 +87,6 @@ class BatchTransactions(QuietBatches):
     _key: bytes
     _producer: AIOKafkaProducer | None
     _team_topics: dict[str, tuple[str, str]]
-    _snapshot_owed: tuple[int, int] | None = None  # (seq, journal offset) a commit made due
     transaction_bound_s: float = TRANSACTION_BOUND_MS / 1000  # streams/bounded.py
 
     if TYPE_CHECKING:  # provided by the scheduler and by Recovery
@@ -267,37 +267,6 @@ class BatchTransactions(QuietBatches):
             await stop_within(producer, self.transaction_bound_s)
             raise
         self._producer = producer
-
-    async def write_owed_snapshot(self) -> None:
-        """The snapshot a committed batch made due, in a transaction of its own right after
-        it: the state is the one that batch committed (nothing was applied since), so the
-        snapshot is never ahead of the journal, and the batch's commands reach the agents
-        without waiting for its encoding. A snapshot Kafka refuses costs the snapshot only."""
-        owed, self._snapshot_owed = self._snapshot_owed, None
-        if owed is None or owed[0] != self.state.seq:
-            return
-        producer = self._require_producer()
-        try:
-            async with bounded_transaction(producer, self.transaction_bound_s):
-                written = await self.snapshots.write(producer, self.state, owed[1])
-        except ProducerFenced as exc:
-            raise SchedulerFenced(str(exc)) from exc
-        except Exception as exc:
-            if is_fatal(producer):
-                raise SchedulerFenced(repr(exc)) from exc
-            self.snapshots.failed(self.state.seq, self.clock())
-            log.warning("snapshot at seq %d not written: %s", owed[0], describe(exc))
-            if self.monitor is not None:
-                self.monitor.snapshots.labels("refused").inc()
-            if isinstance(exc, (*RECORD_REFUSALS, *PRODUCER_STATE_ERRORS, TransactionStalled)):
-                await self._restart_producer()  # as after a refused batch: a new epoch
-            return
-        if written is None:  # the state did not encode (the writer logged why): tried again
-            self.snapshots.failed(self.state.seq, self.clock())  # a cadence later, not next batch
-        else:
-            self.snapshots.committed(self.clock())
-        if self.monitor is not None:
-            self.monitor.snapshots.labels("written" if written else "unencodable").inc()
 
     async def _sequence_one(
         self,
