@@ -91,10 +91,14 @@ class Recovery:
         )
 
     async def _seek_committed(self) -> None:
+        """Every input partition back to its committed offset. aiokafka retries the offset
+        fetch for as long as the group coordinator answers with a retriable error, so each
+        is bounded like a transaction (streams/bounded.py); past the bound the step fails
+        and the next one recovers again."""
         consumer = self._require_consumer()
         self._deferred.clear()  # read again from the committed offsets
         for tp in self._partitions:
-            offset = await consumer.committed(tp)
+            offset = await asyncio.wait_for(consumer.committed(tp), self.transaction_bound_s)
             if offset is None:
                 await consumer.seek_to_beginning(tp)
             else:

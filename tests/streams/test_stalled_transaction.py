@@ -102,3 +102,46 @@ async def test_an_idle_epoch_check_that_never_finishes_is_given_up(kafka_bootstr
         probe = dispatched({"job-1"}, kafka_bootstrap, topics)
         await wait_for(probe, "job-1 dispatched after the stalled epoch check")
     await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1"])
+
+
+async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
+    kafka_bootstrap: str,
+) -> None:
+    from aiokafka.errors import KafkaConnectionError
+
+    topics = await make_topics(kafka_bootstrap)
+    cluster = "c-" + uuid.uuid4().hex[:6]
+    await produce(kafka_bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": 60_000}])
+    async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
+        scheduler.transaction_bound_s = BOUND_S
+        await seed_cluster(kafka_bootstrap, topics, cluster)
+        producer = scheduler._require_producer()
+        real_offsets = producer.send_offsets_to_transaction
+        failed: list[int] = []
+
+        async def fails_once(offsets: Any, group_id: str) -> None:
+            if not failed:
+                failed.append(1)
+                raise KafkaConnectionError("broker went away (injected)")
+            await real_offsets(offsets, group_id)
+
+        # The batch's transaction fails; the recovery that follows finds its first fetch of
+        # the committed offsets unanswered, as while the coordinator keeps answering retriable
+        # errors, and must give it up and recover again.
+        producer.send_offsets_to_transaction = fails_once  # type: ignore[method-assign]
+        consumer = scheduler._require_consumer()
+        real_committed = consumer.committed
+        stalled: list[int] = []
+
+        async def stalls_once(tp: Any) -> Any:
+            if failed and not stalled:
+                stalled.append(1)
+                await asyncio.Event().wait()  # no answer, ever
+            return await real_committed(tp)
+
+        consumer.committed = stalls_once  # type: ignore[method-assign]
+        await produce(kafka_bootstrap, topics.jobs, [job("job-1"), job("job-2")])
+        probe = dispatched({"job-1", "job-2"}, kafka_bootstrap, topics)
+        await wait_for(probe, "both jobs dispatched after the stalled recovery")
+        assert failed and stalled, "the failure or the stall was never injected"
+    await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
