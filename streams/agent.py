@@ -52,6 +52,7 @@ from streams.agent_config import AgentConfig as AgentConfig
 from streams.agent_config import default_state_dir
 from streams.agent_kafka import AgentError as AgentError
 from streams.agent_kafka import (
+    commit_within,
     position_commands,
     position_rejected,
     topic_exists,
@@ -200,7 +201,7 @@ class Agent:
             batches = await consumer.getmany(partition, timeout_ms=POLL_MS)
             for record in batches.get(partition, []):
                 await self._handle(record.value)
-                await consumer.commit({partition: record.offset + 1})
+                await commit_within(consumer, partition, record.offset + 1)
 
     # -- commands ----------------------------------------------------------------------------
 

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams import topics
 from streams.agent_config import AgentConfig, partition_for
-from streams.kafka_io import partitions_of, topic_configs
+from streams.kafka_io import REQUEST_TIMEOUT_MS, partitions_of, topic_configs
 
 POLL_MS = 200
+# aiokafka retries an offset commit for as long as the group coordinator answers with
+# retriable errors: a command reader stuck there would leave a node that heartbeats but
+# never acts on a command. Past this bound the commit is given up (a warning); the next
+# command's commit covers its offset, and after a restart the agent ignores commands read
+# again that were addressed to its earlier incarnation (docs/cli.md, "Restarts").
+COMMIT_BOUND_S = REQUEST_TIMEOUT_MS / 1000
+
+log = logging.getLogger("quotaflow.agent")
 
 
 class AgentError(RuntimeError):
@@ -34,6 +43,20 @@ async def position_commands(consumer: AIOKafkaConsumer, config: AgentConfig) -> 
     else:
         consumer.seek(partition, committed)
     return partition
+
+
+async def commit_within(consumer: AIOKafkaConsumer, partition: TopicPartition, offset: int) -> None:
+    """Commits the commands read up to `offset`, giving up after COMMIT_BOUND_S."""
+    try:
+        await asyncio.wait_for(consumer.commit({partition: offset}), COMMIT_BOUND_S)
+    except TimeoutError:
+        log.warning(
+            "commit of %s at offset %d got no answer within %gs; the next command's commit "
+            "covers it",
+            partition,
+            offset,
+            COMMIT_BOUND_S,
+        )
 
 
 async def position_rejected(consumer: AIOKafkaConsumer, config: AgentConfig) -> None:
