@@ -34,33 +34,37 @@ class TransactionStalled(Exception):
 
 @contextlib.asynccontextmanager
 async def bounded_transaction(producer: AIOKafkaProducer, bound_s: float) -> AsyncIterator[None]:
-    """`producer.transaction()` with a deadline over begin, the body and commit, and another
-    over the abort that follows a failure. Past either it raises `TransactionStalled`."""
-    deadline = asyncio.timeout(bound_s)
+    """`producer.transaction()` with one deadline over begin, the body and commit, and
+    another over the abort that follows a failure of the body (as aiokafka's, only then).
+    Past either it raises `TransactionStalled`, and nothing more is asked of the producer."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + bound_s
+    async with _within(until, "begin"):
+        await producer.begin_transaction()
+    try:
+        async with _within(until, "its writes"):
+            yield
+    except TransactionStalled:
+        raise
+    except BaseException:
+        if not is_fatal(producer):  # else nothing to abort: the producer's epoch is gone
+            async with _within(loop.time() + bound_s, "the abort"):
+                await producer.abort_transaction()
+        raise
+    async with _within(until, "the commit"):
+        await producer.commit_transaction()
+
+
+@contextlib.asynccontextmanager
+async def _within(until: float, what: str) -> AsyncIterator[None]:
+    deadline = asyncio.timeout_at(until)
     try:
         async with deadline:
-            await producer.begin_transaction()
             yield
-            await producer.commit_transaction()
     except TimeoutError as exc:
-        if not deadline.expired():
-            await _abort(producer, bound_s)
-            raise
-        raise TransactionStalled(
-            f"the transaction did not finish within {bound_s:g}s (begin, writes and commit)"
-        ) from exc
-    except BaseException:
-        await _abort(producer, bound_s)
+        if deadline.expired():
+            raise TransactionStalled(f"the transaction stalled: no end to {what} in time") from exc
         raise
-
-
-async def _abort(producer: AIOKafkaProducer, bound_s: float) -> None:
-    if is_fatal(producer):  # nothing to abort: the producer's epoch is gone
-        return
-    try:
-        await asyncio.wait_for(producer.abort_transaction(), bound_s)
-    except TimeoutError as exc:
-        raise TransactionStalled(f"the abort did not finish within {bound_s:g}s") from exc
 
 
 async def stop_within(producer: AIOKafkaProducer, bound_s: float) -> None:
