@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaProducer
 
 from streams.replay import replay
@@ -144,4 +145,42 @@ async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
         probe = dispatched({"job-1", "job-2"}, kafka_bootstrap, topics)
         await wait_for(probe, "both jobs dispatched after the stalled recovery")
         assert failed and stalled, "the failure or the stall was never injected"
+    await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
+
+
+async def test_a_producer_that_cannot_be_replaced_at_once_is_replaced_by_the_next_recovery(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiokafka.errors import KafkaConnectionError
+
+    import streams.transaction
+
+    topics = await make_topics(kafka_bootstrap)
+    cluster = "c-" + uuid.uuid4().hex[:6]
+    await produce(kafka_bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": 60_000}])
+    async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
+        scheduler.transaction_bound_s = BOUND_S
+        await seed_cluster(kafka_bootstrap, topics, cluster)
+        stalled = stall_offsets_once(scheduler._require_producer())
+        # The producer that replaces the stalled one cannot reach Kafka at first: the
+        # scheduler is left without one until its next recovery starts another.
+        make = streams.transaction.transactional_producer
+        refused: list[int] = []
+
+        def unreachable_once(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
+            producer = make(bootstrap, transactional_id)
+            if not refused:
+                refused.append(1)
+
+                async def refuse() -> None:
+                    raise KafkaConnectionError("Unable to bootstrap from the broker (injected)")
+
+                producer.start = refuse  # type: ignore[method-assign]
+            return producer
+
+        monkeypatch.setattr(streams.transaction, "transactional_producer", unreachable_once)
+        await produce(kafka_bootstrap, topics.jobs, [job("job-1"), job("job-2")])
+        probe = dispatched({"job-1", "job-2"}, kafka_bootstrap, topics)
+        await wait_for(probe, "both jobs dispatched after the producer came back")
+        assert stalled and refused, "the stall or the refusal was never injected"
     await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
