@@ -124,10 +124,21 @@ class SchedulerMonitor:
             ["kind"],
             registry=r,
         )
+        self.recoveries = Counter(
+            "quotaflow_scheduler_recoveries",
+            "Transactions given up and read back from the journal, by cause "
+            "(stalled, kafka_error, step_failed)",
+            ["cause"],
+            registry=r,
+        )
         r.register(_StateCollector(self))
 
     def attach(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
+
+    def recovering(self, cause: str) -> None:
+        """The scheduler gave a transaction or a step up and reads the journal back."""
+        self.recoveries.labels(cause).inc()
 
     def committed(
         self,

@@ -22,6 +22,7 @@ from domain.state import State
 from streams.batch import SchedulerFenced, is_fatal
 from streams.bounded import TransactionStalled, bounded_transaction
 from streams.kafka_io import Topics
+from streams.metrics import SchedulerMonitor
 from streams.rebuild import load_state
 from streams.records import PRODUCER_STATE_ERRORS
 from streams.snapshots import Manifest, SnapshotWriter
@@ -54,6 +55,7 @@ class Recovery:
     _producer: AIOKafkaProducer | None
     _last_commit_ms: int
     transaction_bound_s: float
+    monitor: SchedulerMonitor | None
 
     if TYPE_CHECKING:  # provided by the scheduler and by BatchTransactions
 
@@ -131,6 +133,9 @@ class Recovery:
             if is_fatal(producer):
                 raise SchedulerFenced(repr(exc)) from exc
             log.warning("idle epoch check failed (%r); recovering from the journal", exc)
+            if self.monitor is not None:
+                stalled = isinstance(exc, TransactionStalled)
+                self.monitor.recovering("stalled" if stalled else "kafka_error")
             if isinstance(exc, (*PRODUCER_STATE_ERRORS, TransactionStalled)):
                 await self._restart_producer()
             self._needs_recovery = True

@@ -180,6 +180,8 @@ class Scheduler(Recovery, BatchTransactions):
                     # Never sequence on a state that may disagree with the journal: the next
                     # step first rebuilds it and seeks the inputs back to the committed offsets.
                     log.exception("scheduler step failed; recovering from the journal")
+                    if self.monitor is not None:
+                        self.monitor.recovering("step_failed")
                     self._needs_recovery = True
                     await asyncio.sleep(1)
         except SchedulerFenced:

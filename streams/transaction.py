@@ -218,6 +218,9 @@ class BatchTransactions(QuietBatches, OwedSnapshots):
             # Anything else (broker unavailable, timeout): the transaction's outcome is in the
             # journal and the committed offsets, so read them back and carry on from there.
             log.warning("transaction failed (%r); rebuilding from the journal", exc)
+            if self.monitor is not None:
+                stalled = isinstance(exc, TransactionStalled)
+                self.monitor.recovering("stalled" if stalled else "kafka_error")
             if isinstance(exc, (*PRODUCER_STATE_ERRORS, TransactionStalled)):
                 await self._restart_producer()
             await self._recover(seek=True)

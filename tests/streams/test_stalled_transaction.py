@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from streams.metrics import SchedulerMonitor
 from streams.replay import replay
+from streams.sequencer import Scheduler
 from tests.streams.test_sequencer import (
     commands_of,
     job,
@@ -25,6 +27,19 @@ from tests.streams.test_sequencer import (
 )
 
 BOUND_S = 2.0  # the scheduler's bound on a transaction, shortened for the test
+RECOVERIES = "quotaflow_scheduler_recoveries_total"
+
+
+def observed(scheduler: Scheduler, cluster: str) -> SchedulerMonitor:
+    """The scheduler's metrics from here on, as `--metrics-port` serves them."""
+    monitor = SchedulerMonitor(cluster)
+    scheduler.monitor = monitor
+    monitor.attach(scheduler)
+    return monitor
+
+
+def recoveries(monitor: SchedulerMonitor, cause: str) -> float:
+    return monitor.registry.get_sample_value(RECOVERIES, {"cause": cause}) or 0
 
 
 def stall_offsets_once(producer: AIOKafkaProducer) -> list[int]:
@@ -72,6 +87,7 @@ async def test_a_batch_whose_transaction_never_finishes_is_given_up_and_redone(
     await produce(kafka_bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": 60_000}])
     async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
         scheduler.transaction_bound_s = BOUND_S
+        monitor = observed(scheduler, cluster)
         await seed_cluster(kafka_bootstrap, topics, cluster)
         stalled_producer = scheduler._require_producer()
         stalled = stall_offsets_once(stalled_producer)
@@ -80,6 +96,7 @@ async def test_a_batch_whose_transaction_never_finishes_is_given_up_and_redone(
         await wait_for(probe, "both jobs dispatched after the stall")
         assert stalled, "the stall was never injected"
         assert scheduler._producer is not stalled_producer, "the stalled producer was kept"
+        assert recoveries(monitor, "stalled") == 1
     await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
 
 
@@ -91,6 +108,7 @@ async def test_an_idle_epoch_check_that_never_finishes_is_given_up(kafka_bootstr
     await produce(kafka_bootstrap, topics.admin, [config])
     async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
         scheduler.transaction_bound_s = BOUND_S
+        monitor = observed(scheduler, cluster)
         await seed_cluster(kafka_bootstrap, topics, cluster)
         stalled_producer = scheduler._require_producer()
         stalled = stall_offsets_once(stalled_producer)
@@ -99,6 +117,7 @@ async def test_an_idle_epoch_check_that_never_finishes_is_given_up(kafka_bootstr
             return bool(stalled) and scheduler._producer not in (None, stalled_producer)
 
         await wait_for(replaced, "the stalled epoch check given up and its producer replaced")
+        assert recoveries(monitor, "stalled") == 1
         await produce(kafka_bootstrap, topics.jobs, [job("job-1")])
         probe = dispatched({"job-1"}, kafka_bootstrap, topics)
         await wait_for(probe, "job-1 dispatched after the stalled epoch check")
@@ -115,6 +134,7 @@ async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
     await produce(kafka_bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": 60_000}])
     async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
         scheduler.transaction_bound_s = BOUND_S
+        monitor = observed(scheduler, cluster)
         await seed_cluster(kafka_bootstrap, topics, cluster)
         producer = scheduler._require_producer()
         real_offsets = producer.send_offsets_to_transaction
@@ -145,6 +165,8 @@ async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
         probe = dispatched({"job-1", "job-2"}, kafka_bootstrap, topics)
         await wait_for(probe, "both jobs dispatched after the stalled recovery")
         assert failed and stalled, "the failure or the stall was never injected"
+        assert recoveries(monitor, "kafka_error") == 1
+        assert recoveries(monitor, "step_failed") >= 1  # the recovery whose fetch stalled
     await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
 
 
@@ -160,6 +182,7 @@ async def test_a_producer_that_cannot_be_replaced_at_once_is_replaced_by_the_nex
     await produce(kafka_bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": 60_000}])
     async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
         scheduler.transaction_bound_s = BOUND_S
+        monitor = observed(scheduler, cluster)
         await seed_cluster(kafka_bootstrap, topics, cluster)
         stalled = stall_offsets_once(scheduler._require_producer())
         # The producer that replaces the stalled one cannot reach Kafka at first: the
@@ -183,4 +206,6 @@ async def test_a_producer_that_cannot_be_replaced_at_once_is_replaced_by_the_nex
         probe = dispatched({"job-1", "job-2"}, kafka_bootstrap, topics)
         await wait_for(probe, "both jobs dispatched after the producer came back")
         assert stalled and refused, "the stall or the refusal was never injected"
+        assert recoveries(monitor, "stalled") == 1
+        assert recoveries(monitor, "step_failed") >= 1  # the step whose restart failed
     await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
