@@ -5,12 +5,18 @@ nothing lost or sequenced twice (streams/bounded.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
 
+import streams.transaction
+from streams.kafka_io import Topics
 from streams.metrics import SchedulerMonitor
 from streams.replay import replay
 from streams.sequencer import Scheduler
@@ -28,18 +34,54 @@ from tests.streams.test_sequencer import (
 
 BOUND_S = 2.0  # the scheduler's bound on a transaction, shortened for the test
 RECOVERIES = "quotaflow_scheduler_recoveries_total"
+JOBS = ["job-1", "job-2"]
 
 
-def observed(scheduler: Scheduler, cluster: str) -> SchedulerMonitor:
-    """The scheduler's metrics from here on, as `--metrics-port` serves them."""
-    monitor = SchedulerMonitor(cluster)
-    scheduler.monitor = monitor
-    monitor.attach(scheduler)
-    return monitor
+@dataclass
+class Seeded:
+    bootstrap: str
+    topics: Topics
+    cluster: str
+    scheduler: Scheduler
+    monitor: SchedulerMonitor
+
+    def recoveries(self, cause: str) -> float:
+        return self.monitor.registry.get_sample_value(RECOVERIES, {"cause": cause}) or 0
+
+    async def submit(self, jobs: list[str], what: str) -> None:
+        """Submits the jobs and waits until each is dispatched."""
+        await produce(self.bootstrap, self.topics.jobs, [job(j) for j in jobs])
+
+        async def all_dispatched() -> bool:
+            commands = [c for _, c in await commands_of(self.bootstrap, self.topics)]
+            return {c["job"] for c in commands if c["type"] == "Dispatch"} == set(jobs)
+
+        await wait_for(all_dispatched, what)
 
 
-def recoveries(monitor: SchedulerMonitor, cause: str) -> float:
-    return monitor.registry.get_sample_value(RECOVERIES, {"cause": cause}) or 0
+@contextlib.asynccontextmanager
+async def seeded(bootstrap: str, tick_ms: int, jobs: list[str]) -> AsyncIterator[Seeded]:
+    """A running scheduler with a queue and a node, its bound shortened and its metrics
+    observed; after the block, every one of `jobs` was journaled and dispatched once, nothing
+    was rejected, and replay reproduces every command."""
+    topics = await make_topics(bootstrap)
+    cluster = "c-" + uuid.uuid4().hex[:6]
+    await produce(bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": tick_ms}])
+    async with running_scheduler(bootstrap, topics, cluster) as scheduler:
+        scheduler.transaction_bound_s = BOUND_S
+        monitor = SchedulerMonitor(cluster)  # as `--metrics-port` serves them
+        scheduler.monitor = monitor
+        monitor.attach(scheduler)
+        await seed_cluster(bootstrap, topics, cluster)
+        yield Seeded(bootstrap, topics, cluster, scheduler, monitor)
+    commands = [c for _, c in await commands_of(bootstrap, topics)]
+    assert sorted(c["job"] for c in commands if c["type"] == "Dispatch") == jobs
+    journal = await journal_of(bootstrap, topics, cluster)
+    assert sorted(r.event.job for r in journal if r.event.type == "JobSubmitted") == jobs  # type: ignore[union-attr]
+    assert [r.seq for r in journal] == list(range(1, len(journal) + 1))
+    assert await read_raw(bootstrap, topics.rejected) == []
+    report = await replay(bootstrap, topics.prefix, cluster)
+    assert report.ok, report.summary()
 
 
 def stall_offsets_once(producer: AIOKafkaProducer) -> list[int]:
@@ -58,58 +100,23 @@ def stall_offsets_once(producer: AIOKafkaProducer) -> list[int]:
     return stalled
 
 
-def dispatched(jobs: set[str], bootstrap: str, topics: Any) -> Any:
-    async def probe() -> list[dict[str, Any]] | None:
-        commands = [c for _, c in await commands_of(bootstrap, topics)]
-        found = {c["job"] for c in commands if c["type"] == "Dispatch"}
-        return commands if found == jobs else None
-
-    return probe
-
-
-async def assert_nothing_lost(bootstrap: str, topics: Any, cluster: str, jobs: list[str]) -> None:
-    commands = [c for _, c in await commands_of(bootstrap, topics)]
-    assert sorted(c["job"] for c in commands if c["type"] == "Dispatch") == jobs
-    journal = await journal_of(bootstrap, topics, cluster)
-    assert sorted(r.event.job for r in journal if r.event.type == "JobSubmitted") == jobs  # type: ignore[union-attr]
-    assert [r.seq for r in journal] == list(range(1, len(journal) + 1))
-    assert await read_raw(bootstrap, topics.rejected) == []
-    report = await replay(bootstrap, topics.prefix, cluster)
-    assert report.ok, report.summary()
-
-
 async def test_a_batch_whose_transaction_never_finishes_is_given_up_and_redone(
     kafka_bootstrap: str,
 ) -> None:
-    topics = await make_topics(kafka_bootstrap)
-    cluster = "c-" + uuid.uuid4().hex[:6]
     # A long tick_ms: no idle epoch check comes between, so the batch's transaction stalls.
-    await produce(kafka_bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": 60_000}])
-    async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
-        scheduler.transaction_bound_s = BOUND_S
-        monitor = observed(scheduler, cluster)
-        await seed_cluster(kafka_bootstrap, topics, cluster)
-        stalled_producer = scheduler._require_producer()
+    async with seeded(kafka_bootstrap, 60_000, JOBS) as run:
+        stalled_producer = run.scheduler._require_producer()
         stalled = stall_offsets_once(stalled_producer)
-        await produce(kafka_bootstrap, topics.jobs, [job("job-1"), job("job-2")])
-        probe = dispatched({"job-1", "job-2"}, kafka_bootstrap, topics)
-        await wait_for(probe, "both jobs dispatched after the stall")
+        await run.submit(JOBS, "both jobs dispatched after the stall")
         assert stalled, "the stall was never injected"
-        assert scheduler._producer is not stalled_producer, "the stalled producer was kept"
-        assert recoveries(monitor, "stalled") == 1
-    await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
+        assert run.scheduler._producer is not stalled_producer, "the stalled producer was kept"
+        assert run.recoveries("stalled") == 1
 
 
 async def test_an_idle_epoch_check_that_never_finishes_is_given_up(kafka_bootstrap: str) -> None:
-    topics = await make_topics(kafka_bootstrap)
-    cluster = "c-" + uuid.uuid4().hex[:6]
     # A short tick_ms: an idle scheduler confirms its epoch every 300 ms.
-    config = {"type": "ClusterConfigured", "tick_ms": 300}
-    await produce(kafka_bootstrap, topics.admin, [config])
-    async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
-        scheduler.transaction_bound_s = BOUND_S
-        monitor = observed(scheduler, cluster)
-        await seed_cluster(kafka_bootstrap, topics, cluster)
+    async with seeded(kafka_bootstrap, 300, ["job-1"]) as run:
+        scheduler = run.scheduler
         stalled_producer = scheduler._require_producer()
         stalled = stall_offsets_once(stalled_producer)
 
@@ -117,26 +124,15 @@ async def test_an_idle_epoch_check_that_never_finishes_is_given_up(kafka_bootstr
             return bool(stalled) and scheduler._producer not in (None, stalled_producer)
 
         await wait_for(replaced, "the stalled epoch check given up and its producer replaced")
-        assert recoveries(monitor, "stalled") == 1
-        await produce(kafka_bootstrap, topics.jobs, [job("job-1")])
-        probe = dispatched({"job-1"}, kafka_bootstrap, topics)
-        await wait_for(probe, "job-1 dispatched after the stalled epoch check")
-    await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1"])
+        assert run.recoveries("stalled") == 1
+        await run.submit(["job-1"], "job-1 dispatched after the stalled epoch check")
 
 
 async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
     kafka_bootstrap: str,
 ) -> None:
-    from aiokafka.errors import KafkaConnectionError
-
-    topics = await make_topics(kafka_bootstrap)
-    cluster = "c-" + uuid.uuid4().hex[:6]
-    await produce(kafka_bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": 60_000}])
-    async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
-        scheduler.transaction_bound_s = BOUND_S
-        monitor = observed(scheduler, cluster)
-        await seed_cluster(kafka_bootstrap, topics, cluster)
-        producer = scheduler._require_producer()
+    async with seeded(kafka_bootstrap, 60_000, JOBS) as run:
+        producer = run.scheduler._require_producer()
         real_offsets = producer.send_offsets_to_transaction
         failed: list[int] = []
 
@@ -150,7 +146,7 @@ async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
         # the committed offsets unanswered, as while the coordinator keeps answering retriable
         # errors, and must give it up and recover again.
         producer.send_offsets_to_transaction = fails_once  # type: ignore[method-assign]
-        consumer = scheduler._require_consumer()
+        consumer = run.scheduler._require_consumer()
         real_committed = consumer.committed
         stalled: list[int] = []
 
@@ -161,30 +157,17 @@ async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
             return await real_committed(tp)
 
         consumer.committed = stalls_once  # type: ignore[method-assign]
-        await produce(kafka_bootstrap, topics.jobs, [job("job-1"), job("job-2")])
-        probe = dispatched({"job-1", "job-2"}, kafka_bootstrap, topics)
-        await wait_for(probe, "both jobs dispatched after the stalled recovery")
+        await run.submit(JOBS, "both jobs dispatched after the stalled recovery")
         assert failed and stalled, "the failure or the stall was never injected"
-        assert recoveries(monitor, "kafka_error") == 1
-        assert recoveries(monitor, "step_failed") >= 1  # the recovery whose fetch stalled
-    await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
+        assert run.recoveries("kafka_error") == 1
+        assert run.recoveries("step_failed") >= 1  # the recovery whose fetch stalled
 
 
 async def test_a_producer_that_cannot_be_replaced_at_once_is_replaced_by_the_next_recovery(
     kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aiokafka.errors import KafkaConnectionError
-
-    import streams.transaction
-
-    topics = await make_topics(kafka_bootstrap)
-    cluster = "c-" + uuid.uuid4().hex[:6]
-    await produce(kafka_bootstrap, topics.admin, [{"type": "ClusterConfigured", "tick_ms": 60_000}])
-    async with running_scheduler(kafka_bootstrap, topics, cluster) as scheduler:
-        scheduler.transaction_bound_s = BOUND_S
-        monitor = observed(scheduler, cluster)
-        await seed_cluster(kafka_bootstrap, topics, cluster)
-        stalled = stall_offsets_once(scheduler._require_producer())
+    async with seeded(kafka_bootstrap, 60_000, JOBS) as run:
+        stalled = stall_offsets_once(run.scheduler._require_producer())
         # The producer that replaces the stalled one cannot reach Kafka at first: the
         # scheduler is left without one until its next recovery starts another.
         make = streams.transaction.transactional_producer
@@ -202,10 +185,7 @@ async def test_a_producer_that_cannot_be_replaced_at_once_is_replaced_by_the_nex
             return producer
 
         monkeypatch.setattr(streams.transaction, "transactional_producer", unreachable_once)
-        await produce(kafka_bootstrap, topics.jobs, [job("job-1"), job("job-2")])
-        probe = dispatched({"job-1", "job-2"}, kafka_bootstrap, topics)
-        await wait_for(probe, "both jobs dispatched after the producer came back")
+        await run.submit(JOBS, "both jobs dispatched after the producer came back")
         assert stalled and refused, "the stall or the refusal was never injected"
-        assert recoveries(monitor, "stalled") == 1
-        assert recoveries(monitor, "step_failed") >= 1  # the step whose restart failed
-    await assert_nothing_lost(kafka_bootstrap, topics, cluster, ["job-1", "job-2"])
+        assert run.recoveries("stalled") == 1
+        assert run.recoveries("step_failed") >= 1  # the step whose restart failed
