@@ -2,10 +2,11 @@
 
 aiokafka awaits its transactional requests without a deadline: AddOffsetsToTxn answered
 CONCURRENT_TRANSACTIONS or COORDINATOR_LOAD_IN_PROGRESS, or a coordinator that keeps
-moving, is retried for as long as it takes. Kafka's Java producer bounds the same calls by
-`max.block.ms` (KAFKA-10309). Here a whole transaction, from begin to commit, gets
-`TRANSACTION_BOUND_MS`, and its abort as long again; past either the transaction is
-`TransactionStalled`. The caller then starts a new producer with the same transactional id
+moving, is retried for as long as it takes (and an idempotent producer's sends too). Kafka's
+Java producer bounds the same calls by `max.block.ms` (KAFKA-10309). Here a transaction, from
+begin to commit, gets `TRANSACTION_BOUND_MS` of waiting on Kafka (the body renews the
+`Deadline` after the core's own work, a cycle), and its abort as long again; past either the
+transaction is `TransactionStalled`. The caller then starts a new producer with the same transactional id
 (a new epoch: the broker aborts whatever the stalled one left open) and reads the journal
 back, as after any failed transaction (docs/kafka.md, "Failover").
 """
@@ -21,7 +22,13 @@ from aiokafka import AIOKafkaProducer
 from streams.batch import is_fatal
 from streams.kafka_io import REQUEST_TIMEOUT_MS, TRANSACTION_TIMEOUT_MS
 
-__all__ = ["TRANSACTION_BOUND_MS", "TransactionStalled", "bounded_transaction", "stop_within"]
+__all__ = [
+    "TRANSACTION_BOUND_MS",
+    "Deadline",
+    "TransactionStalled",
+    "bounded_transaction",
+    "stop_within",
+]
 
 # Above REQUEST_TIMEOUT_MS, so a send that fails in its own time fails as itself; below
 # TRANSACTION_TIMEOUT_MS, so the scheduler gives up on a transaction before the broker does.
@@ -32,37 +39,59 @@ class TransactionStalled(Exception):
     """Kafka did not finish a transaction step within the bound; the producer must be replaced."""
 
 
+class Deadline:
+    """The deadline over a transaction's Kafka waits; `renew` after work of the core's own
+    (a cycle may take seconds) so that only waiting on Kafka counts against it."""
+
+    def __init__(self, bound_s: float) -> None:
+        self.bound_s = bound_s
+        self._timeout: asyncio.Timeout | None = None
+
+    def renew(self) -> None:
+        if self._timeout is not None and not self._timeout.expired():
+            self._timeout.reschedule(asyncio.get_running_loop().time() + self.bound_s)
+
+
 @contextlib.asynccontextmanager
-async def bounded_transaction(producer: AIOKafkaProducer, bound_s: float) -> AsyncIterator[None]:
-    """`producer.transaction()` with one deadline over begin, the body and commit, and
-    another over the abort that follows a failure of the body (as aiokafka's, only then).
-    Past either it raises `TransactionStalled`, and nothing more is asked of the producer."""
-    loop = asyncio.get_running_loop()
-    until = loop.time() + bound_s
-    async with _within(until, "begin"):
+async def bounded_transaction(
+    producer: AIOKafkaProducer, bound_s: float
+) -> AsyncIterator[Deadline]:
+    """`producer.transaction()` with a deadline over begin, the body and commit (which the
+    body may `renew`), and another over the abort that follows a failure of the body (as
+    aiokafka's, only then). Past either it raises `TransactionStalled`, and nothing more is
+    asked of the producer."""
+    deadline = Deadline(bound_s)
+    async with _within(deadline, "begin"):
         await producer.begin_transaction()
     try:
-        async with _within(until, "its writes"):
-            yield
+        async with _within(deadline, "its writes"):
+            yield deadline
     except TransactionStalled:
         raise
     except BaseException:
         if not is_fatal(producer):  # else nothing to abort: the producer's epoch is gone
-            async with _within(loop.time() + bound_s, "the abort"):
+            async with _within(Deadline(bound_s), "the abort"):
                 await producer.abort_transaction()
         raise
-    async with _within(until, "the commit"):
+    async with _within(deadline, "the commit"):
         await producer.commit_transaction()
 
 
 @contextlib.asynccontextmanager
-async def _within(until: float, what: str) -> AsyncIterator[None]:
-    deadline = asyncio.timeout_at(until)
+async def _within(deadline: Deadline, what: str) -> AsyncIterator[None]:
+    """The deadline over one step: as renewed last, or `bound_s` from now the first time."""
+    timeout = deadline._timeout
+    when = (
+        timeout.when()
+        if timeout is not None
+        else asyncio.get_running_loop().time() + deadline.bound_s
+    )
+    step = deadline._timeout = asyncio.timeout_at(when)
     try:
-        async with deadline:
+        async with step:
             yield
     except TimeoutError as exc:
-        if deadline.expired():
+        if step.expired():
             raise TransactionStalled(f"the transaction stalled: no end to {what} in time") from exc
         raise
 

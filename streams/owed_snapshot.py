@@ -47,10 +47,17 @@ class OwedSnapshots:
         owed, self._snapshot_owed = self._snapshot_owed, None
         if owed is None or owed[0] != self.state.seq:
             return
+        # Encoded before the transaction: its time is the core's, not a wait on Kafka.
+        encoded = self.snapshots.encode(self.state)
+        if encoded is None:  # the state did not encode (logged): tried a cadence later
+            self.snapshots.failed(self.state.seq, self.clock())
+            if self.monitor is not None:
+                self.monitor.snapshots.labels("unencodable").inc()
+            return
         producer = self._require_producer()
         try:
             async with bounded_transaction(producer, self.transaction_bound_s):
-                written = await self.snapshots.write(producer, self.state, owed[1])
+                await self.snapshots.write(producer, encoded, owed[1])
         except ProducerFenced as exc:
             raise SchedulerFenced(str(exc)) from exc
         except Exception as exc:
@@ -63,9 +70,6 @@ class OwedSnapshots:
             if isinstance(exc, (*RECORD_REFUSALS, *PRODUCER_STATE_ERRORS, TransactionStalled)):
                 await self._restart_producer()  # as after a refused batch: a new epoch
             return
-        if written is None:  # the state did not encode (the writer logged why): tried again
-            self.snapshots.failed(self.state.seq, self.clock())  # a cadence later, not next batch
-        else:
-            self.snapshots.committed(self.clock())
+        self.snapshots.committed(self.clock())
         if self.monitor is not None:
-            self.monitor.snapshots.labels("written" if written else "unencodable").inc()
+            self.monitor.snapshots.labels("written").inc()

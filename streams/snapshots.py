@@ -34,6 +34,7 @@ __all__ = [
     "CHUNK_BYTES",
     "SNAPSHOT_RECORDS",
     "SNAPSHOT_SECONDS",
+    "Encoded",
     "Manifest",
     "SnapshotWriter",
 ]
@@ -100,6 +101,17 @@ class Manifest:
             chunk_offsets=tuple(int(offset) for offset in data["chunk_offsets"]),
             slot_chunks=(first, second),
         )
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A state encoded for a snapshot: what its manifest names, and the compressed bytes."""
+
+    seq: int
+    ts: int
+    size: int  # of the canonical bytes
+    sha256: str
+    packed: bytes
 
 
 @contextlib.contextmanager
@@ -179,21 +191,29 @@ class SnapshotWriter:
         """A batch took this much CPU (counted towards the next costly snapshot)."""
         self.work_s += cpu_s
 
-    async def write(
-        self, producer: AIOKafkaProducer, state: State, journal_offset: int
-    ) -> Manifest | None:
-        """Sends the state's chunks, tombstones and manifest; the caller's commit makes them real."""
+    def encode(self, state: State) -> Encoded | None:
+        """The state's canonical bytes, compressed: CPU only, so done before the snapshot's
+        transaction begins (12.6 s for 10,000 nodes and 100,000 pending jobs, 195 MB, which
+        must not count against the transaction's deadline). None if it did not encode."""
         started = time.process_time()
         try:
             with no_gc():
                 body = encode_state(state)  # the state after this batch's cycle
         except Exception:
-            # A bug, not the batch's fault: the batch has committed already; the snapshot's own
-            # transaction commits empty, and no input waits for it.
+            # A bug, not the batch's fault: the batch has committed already, and no input
+            # waits for the snapshot.
             log.exception("snapshot at seq %d not written: the state did not encode", state.seq)
             return None
         packed = zlib.compress(body, 1)
         self.cost_s = time.process_time() - started
+        return Encoded(state.seq, state.ts, len(body), digest(body), packed)
+
+    async def write(
+        self, producer: AIOKafkaProducer, encoded: Encoded, journal_offset: int
+    ) -> Manifest:
+        """Sends the encoded state's chunks, tombstones and manifest; the caller's commit makes
+        them real."""
+        packed = encoded.packed
         pieces = [
             packed[start : start + self.chunk_bytes]
             for start in range(0, len(packed), self.chunk_bytes)
@@ -211,11 +231,11 @@ class SnapshotWriter:
         manifest = Manifest(
             cluster=self.cluster,
             slot=slot,
-            seq=state.seq,
-            ts=state.ts,
+            seq=encoded.seq,
+            ts=encoded.ts,
             journal_offset=journal_offset,
-            size=len(body),
-            sha256=digest(body),
+            size=encoded.size,
+            sha256=encoded.sha256,
             chunk_offsets=tuple(offsets),
             slot_chunks=counts,
         )
@@ -223,8 +243,8 @@ class SnapshotWriter:
         self._sent = manifest
         log.debug(
             "snapshot at seq %d: %d bytes, %d chunks (slot %d)",
-            state.seq,
-            len(body),
+            encoded.seq,
+            encoded.size,
             len(pieces),
             slot,
         )

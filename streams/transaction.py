@@ -163,7 +163,7 @@ class BatchTransactions(QuietBatches, OwedSnapshots):
         cycle_s = 0.0
         owed, journal_offset = False, None
         try:
-            async with bounded_transaction(producer, self.transaction_bound_s):
+            async with bounded_transaction(producer, self.transaction_bound_s) as deadline:
                 # Nodes heard since their last journaled heartbeat go first, when the core
                 # would otherwise find one of them silent in this batch's cycle.
                 alive = self.liveness.due(self.state, ts, self._core_due())
@@ -185,6 +185,7 @@ class BatchTransactions(QuietBatches, OwedSnapshots):
                     if cycled:
                         self._due = None  # the cycle may have set or cleared timers
                 cycle_s = time.perf_counter() - cycle_started
+                deadline.renew()  # the cycle's own time is not Kafka's
                 await journal.flush()
                 sent = Outbox(producer, self.topics.commands, pending)
                 for command in commands:
