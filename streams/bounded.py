@@ -6,9 +6,9 @@ moving, is retried for as long as it takes (and an idempotent producer's sends t
 Java producer bounds the same calls by `max.block.ms` (KAFKA-10309). Here a transaction, from
 begin to commit, gets `TRANSACTION_BOUND_MS` of waiting on Kafka (the body renews the
 `Deadline` after the core's own work, a cycle), and its abort as long again; past either the
-transaction is `TransactionStalled`. The caller then starts a new producer with the same transactional id
-(a new epoch: the broker aborts whatever the stalled one left open) and reads the journal
-back, as after any failed transaction (docs/kafka.md, "Failover").
+transaction is `TransactionStalled`. The caller then starts a new producer with the same
+transactional id (a new epoch: the broker aborts whatever the stalled one left open) and
+reads the journal back, as after any failed transaction (docs/scheduler.md).
 """
 
 from __future__ import annotations
