@@ -21,8 +21,10 @@ from aiokafka import AIOKafkaProducer
 
 from streams.batch import is_fatal
 from streams.kafka_io import REQUEST_TIMEOUT_MS, TRANSACTION_TIMEOUT_MS
+from streams.records import PRODUCER_STATE_ERRORS
 
 __all__ = [
+    "NEEDS_NEW_EPOCH",
     "TRANSACTION_BOUND_MS",
     "Deadline",
     "TransactionStalled",
@@ -37,6 +39,11 @@ TRANSACTION_BOUND_MS = (REQUEST_TIMEOUT_MS + TRANSACTION_TIMEOUT_MS) // 2
 
 class TransactionStalled(Exception):
     """Kafka did not finish a transaction step within the bound; the producer must be replaced."""
+
+
+# Failures after which only a new producer epoch goes on: the producer's sequence state
+# disagrees with the broker's, or its transaction was given up in an unknown state.
+NEEDS_NEW_EPOCH = (*PRODUCER_STATE_ERRORS, TransactionStalled)
 
 
 class Deadline:

@@ -14,9 +14,9 @@ from aiokafka.errors import ProducerFenced
 
 from domain.state import State
 from streams.batch import SchedulerFenced, is_fatal
-from streams.bounded import TransactionStalled, bounded_transaction
+from streams.bounded import NEEDS_NEW_EPOCH, bounded_transaction
 from streams.metrics import SchedulerMonitor
-from streams.records import PRODUCER_STATE_ERRORS, RECORD_REFUSALS, describe
+from streams.records import RECORD_REFUSALS, describe
 from streams.snapshots import SnapshotWriter
 
 __all__ = ["OwedSnapshots"]
@@ -67,7 +67,7 @@ class OwedSnapshots:
             log.warning("snapshot at seq %d not written: %s", owed[0], describe(exc))
             if self.monitor is not None:
                 self.monitor.snapshots.labels("refused").inc()
-            if isinstance(exc, (*RECORD_REFUSALS, *PRODUCER_STATE_ERRORS, TransactionStalled)):
+            if isinstance(exc, (*RECORD_REFUSALS, *NEEDS_NEW_EPOCH)):
                 await self._restart_producer()  # as after a refused batch: a new epoch
             return
         self.snapshots.committed(self.clock())

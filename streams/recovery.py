@@ -20,11 +20,10 @@ from aiokafka.structs import OffsetAndMetadata
 from domain.plugins import Plugins
 from domain.state import State
 from streams.batch import SchedulerFenced, is_fatal
-from streams.bounded import TransactionStalled, bounded_transaction
+from streams.bounded import NEEDS_NEW_EPOCH, TransactionStalled, bounded_transaction
 from streams.kafka_io import Topics
 from streams.metrics import SchedulerMonitor
 from streams.rebuild import load_state
-from streams.records import PRODUCER_STATE_ERRORS
 from streams.snapshots import Manifest, SnapshotWriter
 from streams.standby import WarmStart
 
@@ -115,6 +114,15 @@ class Recovery:
         if seek:
             await self._seek_committed()
 
+    async def _gave_up(self, exc: Exception) -> None:
+        """A transaction Kafka failed or never finished: counted for operators, and a new
+        producer epoch where the old producer cannot go on (`NEEDS_NEW_EPOCH`)."""
+        if self.monitor is not None:
+            stalled = isinstance(exc, TransactionStalled)
+            self.monitor.recovering("stalled" if stalled else "kafka_error")
+        if isinstance(exc, NEEDS_NEW_EPOCH):
+            await self._restart_producer()
+
     async def _confirm_epoch(self) -> None:
         """An idle scheduler journals nothing, so it would not learn that a newer instance took
         over. A transaction that only commits the consumer's offsets again (no journal record)
@@ -133,10 +141,6 @@ class Recovery:
             if is_fatal(producer):
                 raise SchedulerFenced(repr(exc)) from exc
             log.warning("idle epoch check failed (%r); recovering from the journal", exc)
-            if self.monitor is not None:
-                stalled = isinstance(exc, TransactionStalled)
-                self.monitor.recovering("stalled" if stalled else "kafka_error")
-            if isinstance(exc, (*PRODUCER_STATE_ERRORS, TransactionStalled)):
-                await self._restart_producer()
+            await self._gave_up(exc)
             self._needs_recovery = True
         self._last_commit_ms = self.clock()

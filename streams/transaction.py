@@ -43,7 +43,6 @@ from streams.batch import (
 )
 from streams.bounded import (
     TRANSACTION_BOUND_MS,
-    TransactionStalled,
     bounded_transaction,
     stop_within,
 )
@@ -54,7 +53,6 @@ from streams.outbox import Outbox
 from streams.owed_snapshot import OwedSnapshots
 from streams.quiet import QuietBatches
 from streams.records import (
-    PRODUCER_STATE_ERRORS,
     RECORD_REFUSALS,
     describe,
     journal_bytes,
@@ -92,6 +90,7 @@ class BatchTransactions(QuietBatches, OwedSnapshots):
     if TYPE_CHECKING:  # provided by the scheduler and by Recovery
 
         async def _recover(self, seek: bool) -> None: ...
+        async def _gave_up(self, exc: Exception) -> None: ...
         def _require_producer(self) -> AIOKafkaProducer: ...
 
     async def _sequence(self, inputs: list[Record]) -> BatchOutcome:
@@ -219,11 +218,7 @@ class BatchTransactions(QuietBatches, OwedSnapshots):
             # Anything else (broker unavailable, timeout): the transaction's outcome is in the
             # journal and the committed offsets, so read them back and carry on from there.
             log.warning("transaction failed (%r); rebuilding from the journal", exc)
-            if self.monitor is not None:
-                stalled = isinstance(exc, TransactionStalled)
-                self.monitor.recovering("stalled" if stalled else "kafka_error")
-            if isinstance(exc, (*PRODUCER_STATE_ERRORS, TransactionStalled)):
-                await self._restart_producer()
+            await self._gave_up(exc)
             await self._recover(seek=True)
             return BatchOutcome(ts=ts, last_seq=self.state.seq, aborted=True)
         self.committed_seq = self.state.seq
