@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,20 +88,38 @@ async def seeded(bootstrap: str, tick_ms: int, jobs: list[str]) -> AsyncIterator
     assert report.ok, report.summary()
 
 
-def stall_offsets_once(producer: AIOKafkaProducer) -> list[int]:
-    """The producer's next AddOffsetsToTxn never returns, as when aiokafka retries it for as
-    long as the broker answers CONCURRENT_TRANSACTIONS; later calls are the real ones."""
-    real = producer.send_offsets_to_transaction
+def stall_once(client: Any, method: str, armed: Callable[[], bool] = lambda: True) -> list[int]:
+    """The client's next call of `method` once `armed` never returns, as when aiokafka
+    retries a request for as long as Kafka answers with a retriable error; the calls before
+    and after it are the real ones. Returns the list that notes the stall."""
+    real = getattr(client, method)
     stalled: list[int] = []
 
-    async def stalls(offsets: Any, group_id: str) -> None:
-        if not stalled:
+    async def stalls(*args: Any) -> Any:
+        if armed() and not stalled:
             stalled.append(1)
             await asyncio.Event().wait()  # no answer, ever
-        await real(offsets, group_id)
+        return await real(*args)
 
-    producer.send_offsets_to_transaction = stalls  # type: ignore[method-assign]
+    setattr(client, method, stalls)
     return stalled
+
+
+def stall_offsets_once(producer: AIOKafkaProducer) -> list[int]:
+    """The producer's next AddOffsetsToTxn never returns (the broker answering
+    CONCURRENT_TRANSACTIONS for ever)."""
+    return stall_once(producer, "send_offsets_to_transaction")
+
+
+def slowed(real: Callable[..., Any], calls: list[int]) -> Callable[..., Any]:
+    """`real`, after holding the event loop 1.5 bounds long, as the core's own work does."""
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        time.sleep(BOUND_S * 1.5)
+        return real(*args, **kwargs)
+
+    return slow
 
 
 async def test_a_batch_whose_transaction_never_finishes_is_given_up_and_redone(
@@ -150,17 +168,7 @@ async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
         # the committed offsets unanswered, as while the coordinator keeps answering retriable
         # errors, and must give it up and recover again.
         producer.send_offsets_to_transaction = fails_once  # type: ignore[method-assign]
-        consumer = run.scheduler._require_consumer()
-        real_committed = consumer.committed
-        stalled: list[int] = []
-
-        async def stalls_once(tp: Any) -> Any:
-            if failed and not stalled:
-                stalled.append(1)
-                await asyncio.Event().wait()  # no answer, ever
-            return await real_committed(tp)
-
-        consumer.committed = stalls_once  # type: ignore[method-assign]
+        stalled = stall_once(run.scheduler._require_consumer(), "committed", lambda: bool(failed))
         await run.submit(JOBS, "both jobs dispatched after the stalled recovery")
         assert failed and stalled, "the failure or the stall was never injected"
         assert run.recoveries("kafka_error") == 1
@@ -200,15 +208,9 @@ async def test_a_cycle_longer_than_the_bound_is_not_a_stall(
 ) -> None:
     # The first cycle over a large backlog may take a minute: only waiting on Kafka counts
     # against the bound, or such a batch would be given up and run again for ever.
-    real_close = streams.transaction.close_group
     long: list[int] = []
-
-    def long_cycle(*args: Any, **kwargs: Any) -> Any:
-        long.append(1)
-        time.sleep(BOUND_S * 1.5)  # the core's own time, the event loop held as by a cycle
-        return real_close(*args, **kwargs)
-
     async with seeded(kafka_bootstrap, 60_000, ["job-1"]) as run:
+        long_cycle = slowed(streams.transaction.close_group, long)
         monkeypatch.setattr(streams.transaction, "close_group", long_cycle)
         await run.submit(["job-1"], "job-1 dispatched after its long cycle")
         assert long, "no cycle was made long"
@@ -219,15 +221,10 @@ async def test_a_snapshot_slower_to_encode_than_the_bound_is_written(
     kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Encoding is the core's time too (12.6 s at 10,000 nodes and 100,000 pending jobs).
-    real_encode = streams.snapshots.encode_state
     slow: list[int] = []
-
-    def slow_encode(state: Any) -> bytes:
-        slow.append(state.seq)
-        time.sleep(BOUND_S * 1.5)
-        return real_encode(state)
-
-    monkeypatch.setattr(streams.snapshots, "encode_state", slow_encode)
+    monkeypatch.setattr(
+        streams.snapshots, "encode_state", slowed(streams.snapshots.encode_state, slow)
+    )
     async with seeded(kafka_bootstrap, 60_000, ["job-1"]) as run:
         run.scheduler.snapshots.every_records = 1  # one due after every batch that journals
         await run.submit(["job-1"], "job-1 dispatched")
