@@ -38,6 +38,8 @@ class Allocations:
     holders: set[str]
     awaiting_checked: set[str]
     stops_ended: set[str]
+    awaited_by: dict[str, set[str]]
+    awaiting_set: set[str]
     elastic_placed: set[str]
     hold_changes: int
     freed: int
@@ -193,7 +195,15 @@ class Allocations:
             # look at every holder again instead.
             self.awaiting_checked.clear()
             self.stops_ended.clear()
+            self.awaited_by.clear()
         self.stops_ended.add(job_id)
+
+    def awaiting_changed(self, job_id: str) -> None:
+        """Notes, for Claim, that a job's awaited victims were set: it looks at it again.
+        A full set stays as it is and has Claim look at every holder (a set that Claim
+        does not empty, when it is not among the actions, stays bounded)."""
+        if len(self.awaiting_set) < STOPS_ENDED_MAX:
+            self.awaiting_set.add(job_id)
 
     def _count_stopping(self, job: Job, node_id: str, stop: Stopping, sign: int) -> None:
         amount = job.per_task * (sign * stop.tasks)

@@ -49,6 +49,8 @@ DERIVED_STATE = frozenset(
         "hold_changes",
         "awaiting_checked",
         "stops_ended",
+        "awaited_by",
+        "awaiting_set",
         "configuration_memo",
         "configuration_changes",
         "failed_plans",

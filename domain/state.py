@@ -82,6 +82,11 @@ class State(Allocations):
     # Derived, never saved: a loaded state has none checked, so Claim looks at every holder.
     awaiting_checked: set[str] = field(default_factory=set, compare=False)
     stops_ended: set[str] = field(default_factory=set, compare=False)
+    # For Claim, who to look at again without walking every holder: the checked holders
+    # awaiting each victim (an entry may name one that stopped awaiting it: looked at in
+    # vain, never missed), and the jobs whose awaited victims were set since it looked.
+    awaited_by: dict[str, set[str]] = field(default_factory=dict, compare=False)
+    awaiting_set: set[str] = field(default_factory=set, compare=False)
     # Bumped by every change to what is held for pending jobs (a hold, a drop, a holder
     # pending again) and by a rollback that undid one: the fitter keeps its sums of promised
     # room while it stands still. A counter, never saved.

@@ -153,6 +153,8 @@ class Statement:
         old = getattr(target, name)
         if old is not value and type(target) is Job:
             self.touch(target)
+            if name == "awaiting":
+                self._state.awaiting_changed(target.id)  # for Claim (domain/actions/claim.py)
         if self._marks:
             self._undo.append(lambda: setattr(target, name, old))
         elif name not in VIEW_FIELDS and old != value:

@@ -4,15 +4,17 @@ holder in every cycle (given / when / then)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 
+from domain.actions.claim import Claim
 from domain.cycle import awaiting
 from domain.snapshot import decode_state, encode_state
 from domain.state import State
-from tests.domain.harness import event, job
+from tests.domain.harness import Cluster, event, job, node, queue
 from tests.domain.test_blocked_shapes import WatchedSimulator, look_alike_backlogs, simulate
 from tests.domain.test_failed_plans import fragmenting_arrivals
 from tests.domain.test_reclaim_properties import scenarios
@@ -114,3 +116,68 @@ def test_a_loaded_state_has_claim_look_at_every_preemptor() -> None:
 
     # Then its victims were looked at: nothing says they were
     assert set(looked) == {"low0", "low1"}
+
+
+def holders_claim_steps() -> tuple[list[str], Any]:
+    """Notes each holder Claim steps: each `refresh` (domain/cycle/awaiting.py) asked while
+    Claim runs (Allocate's tries ask it too)."""
+    stepped: list[str] = []
+    claiming = [False]
+    real_refresh, real_execute = awaiting.refresh, Claim.execute
+
+    def refresh(state: State, statement: Any, job: Any) -> None:
+        if claiming[0]:
+            stepped.append(job.id)
+        real_refresh(state, statement, job)
+
+    def execute(self: Claim, cycle: Any) -> None:
+        claiming[0] = True
+        try:
+            real_execute(self, cycle)
+        finally:
+            claiming[0] = False
+
+    patches = contextlib.ExitStack()
+    patches.enter_context(mock.patch.object(awaiting, "refresh", refresh))
+    patches.enter_context(mock.patch.object(Claim, "execute", execute))
+    return stepped, patches
+
+
+def two_queues_each_with_a_preemptor_waiting() -> Cluster:
+    """`high_a` in qa waits for `low_a` to stop on na; `high_b` in qb for `low_b` on nb."""
+    cluster = Cluster()
+    for name in ("a", "b"):
+        cluster.given(
+            0,
+            queue(f"q{name}", gpu_quota=4, preemption={"within_queue": True}),
+            node(f"n{name}", gpu=4, labels={"pool": name}),
+        )
+        cluster.given(0, job(f"low_{name}", f"q{name}", gpu=4, priority=1, **selector_of(name)))
+    cluster.agents_obey()
+    for name in ("a", "b"):
+        cluster.given(1000, job(f"high_{name}", f"q{name}", gpu=4, priority=5, **selector_of(name)))
+    assert sorted(cluster.preempted(cluster.commands)) == ["low_a", "low_b"]
+    return cluster
+
+
+def selector_of(name: str) -> dict[str, Any]:
+    return {"node_selector": {"pool": name}}
+
+
+def test_claim_steps_only_the_holder_whose_victim_stopped() -> None:
+    # Given two preemptors, each waiting for its own victim, both looked at by Claim once
+    cluster = two_queues_each_with_a_preemptor_waiting()
+    cluster.given(1500, job("other", "qa", gpu=1, priority=1))
+
+    # When a cycle runs in which neither victim stopped, then one in which low_b stopped
+    stepped, counting = holders_claim_steps()
+    with counting:
+        cluster.when(2000, job("another", "qa", gpu=1, priority=1))
+        quiet = list(stepped)
+        stepped.clear()
+        cluster.when(3000, event("JobPreempted", job="low_b", node="nb", attempt=1))
+
+    # Then the first cycle stepped no holder, the second only high_b, which is placed
+    assert quiet == []
+    assert stepped == ["high_b"]
+    assert [(c.job, c.node) for c in cluster.last if c.type == "Dispatch"] == [("high_b", "nb")]
