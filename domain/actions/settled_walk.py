@@ -189,10 +189,9 @@ def _give_reason(cycle: Cycle, shape: LookAlikes) -> None:
     would have. A look-alike stepped later in the walk gets what its own step gives it
     (another reason, or none once placed), so only the reasons of those not stepped
     matter: the same whichever of them are given it first."""
-    reason = shape.first.pending_reason
-    statement = cycle.statement
-    for job in shape.jobs:
-        statement.set(job, "pending_reason", reason)
+    first = shape.first
+    queue = cycle.state.queues[first.queue]
+    cycle.statement.set_view(queue, shape.jobs, "pending_reason", first.pending_reason)
 
 
 def _settles(cycle: Cycle, job: Job, lasting: int) -> bool:

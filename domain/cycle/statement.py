@@ -30,7 +30,7 @@ from typing import TypeVar
 from domain.commands import NodeCommand
 from domain.devices import Assignment
 from domain.resources import Resources
-from domain.state import Job, JobStatus, State
+from domain.state import Job, JobStatus, Queue, State
 
 Undo = Callable[[], None]
 Touched = set[str]  # a queue's touched jobs (PendingIndex.touched); `set` is a method here
@@ -160,6 +160,20 @@ class Statement:
         elif name not in VIEW_FIELDS and old != value:
             self.lasting += 1
         setattr(target, name, value)
+
+    def set_view(self, queue: Queue, jobs: Iterable[Job], name: str, value: object) -> None:
+        """`set` of a view field on many jobs of `queue` (look-alikes given their reason).
+        Outside a checkpoint, with no walk of the queue kept to touch, `set` is a plain
+        assignment (no lasting change), and this loop is just that."""
+        if name not in VIEW_FIELDS:
+            raise ValueError(f"{name} is not a view field")
+        touched = queue.pending.touched
+        if self._marks or touched is not None:
+            for job in jobs:
+                self.set(job, name, value)
+            return
+        for job in jobs:
+            setattr(job, name, value)
 
     def touch(self, job: Job) -> None:
         """Notes that the job changed, for its queue's settled walk (domain/actions/

@@ -231,3 +231,39 @@ def test_planning_consolidation_moves_leaves_state_exactly_as_it_found_it(
     event("moves found" if found else "no moves")
     assert canonical(cluster.state) == canonical(before)
     assert session.commit() == []
+
+
+def test_a_view_field_set_on_many_jobs_is_set_on_each_and_undone_by_a_rollback() -> None:
+    # Given three pending jobs of one queue, each blocked (round robin tries every one)
+    cluster = Cluster()
+    cluster.given(0, queue("a", gpu_quota=8, policy={"kind": "round_robin"}), node("n0", gpu=1))
+    cluster.given(1, *(job(name, "a", gpu=2) for name in ("x", "y", "z")))
+    session = Session(cluster.state, Plugins(), cluster.seq, 5)
+    statement, jobs = session.statement, [cluster.state.jobs[j] for j in ("x", "y", "z")]
+    queue_a = cluster.state.queues["a"]
+    before = [j.pending_reason for j in jobs]
+    assert None not in before
+
+    # When one reason is given to all three under a checkpoint (no walk of the queue kept),
+    # then rolled back
+    queue_a.pending.touched = None
+    mark = statement.checkpoint()
+    statement.set_view(queue_a, jobs, "pending_reason", None)
+    assert [j.pending_reason for j in jobs] == [None, None, None]
+    statement.rollback(mark)
+
+    # Then each holds its own reason again
+    assert all(j.pending_reason is why for j, why in zip(jobs, before, strict=True))
+
+    # When it is given outside a checkpoint, with a walk of the queue kept, then without
+    queue_a.pending.touched = set()
+    statement.set_view(queue_a, jobs[:1], "pending_reason", None)
+    assert queue_a.pending.touched == {"x"}  # the kept walk learns of the job set
+    queue_a.pending.touched = None
+    statement.set_view(queue_a, jobs[1:], "pending_reason", None)
+
+    # Then every job holds it, and it is no lasting change
+    assert [j.pending_reason for j in jobs] == [None, None, None]
+    assert statement.lasting == 0
+    with pytest.raises(ValueError, match="not a view field"):
+        statement.set_view(queue_a, jobs, "status", None)
