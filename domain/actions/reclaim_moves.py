@@ -40,20 +40,6 @@ class _Budget:
     def __init__(self) -> None:
         self.plans = 0
         self.failed: dict[tuple[object, ...], int] = {}
-        self.below: dict[tuple[object, ...], tuple[int, bool]] = {}  # below_deserved, cached
-
-    def below_deserved(self, cycle: Cycle, job: Job) -> bool:
-        """domain.rules.reclaim_deserved.below_deserved, per queue and request while nothing
-        lasting changes (asked for every blocked job)."""
-        key = (job.queue, job.per_task, job.tasks)
-        changes = cycle.lasting_changes()
-        cached = self.below.get(key)
-        if cached is not None and changes is not None and cached[0] == changes:
-            return cached[1]
-        found = below_deserved(cycle, job)
-        if changes is not None:
-            self.below[key] = (changes, found)
-        return found
 
 
 def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
@@ -61,10 +47,10 @@ def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
     if not cycle.state.cluster.consolidation or job.awaiting:
         return None
     budget = cycle.memo("reclaim_moves", _Budget)
-    if not budget.below_deserved(cycle, job):
+    if not below_deserved(cycle, job):
         return None
     for rule in cycle.plugins.preemption_rules:
-        if not rule.fairness or rule.explicit or not rule.applies(cycle, job):
+        if not rule.fairness or rule.explicit or not cycle.rule_applies(rule, job):
             continue
         if cycle.preempt_for(job, rule):
             return Outcome.PREEMPTING

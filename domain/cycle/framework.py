@@ -312,8 +312,13 @@ class Cycle(CycleView, Protocol):
     @property
     def statement(self) -> Statement: ...
 
+    def rule_applies(self, rule: PreemptionRule, job: Job) -> bool:
+        """`rule.applies`, asked once per job and rule while nothing lasting changes."""
+        ...
+
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
-        """The shared victim search for one rule: stops victims and holds room, or nothing."""
+        """The shared victim search for one rule: stops victims and holds room, or nothing.
+        A search that failed for the job is not made again while nothing lasting changes."""
         ...
 
     def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:

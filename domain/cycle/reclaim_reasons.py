@@ -56,7 +56,7 @@ def _reason(cycle: Cycle, job: Job, blocked: Reason) -> Reason | None:
     rules = [
         rule
         for rule in cycle.plugins.preemption_rules
-        if rule.fairness and not rule.explicit and rule.applies(cycle, job)
+        if rule.fairness and not rule.explicit and cycle.rule_applies(rule, job)
     ]
     if not rules:
         return None

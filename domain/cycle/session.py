@@ -17,6 +17,7 @@ from domain.cycle.fitting import Fitter, waiting_reason
 from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
 from domain.cycle.reclaim_reasons import reclaim_reason
 from domain.cycle.statement import Statement
+from domain.cycle.try_facts import TryFacts
 from domain.cycle.victims import VictimSearch
 from domain.entities import NO_JOBS, ShapeKey
 from domain.nodes import dispatch_command
@@ -59,6 +60,7 @@ class Session:
         )
         # Made on first use: most cycles search no victims (see `_victims`).
         self._victim_search: VictimSearch | None = None
+        self._facts = TryFacts(statement)  # what a try found of each rule, asked again
         self._explicit: frozenset[str] | None = None
 
     # -- the view policies and rules get ---------------------------------------------------
@@ -201,7 +203,7 @@ class Session:
             if outcome is not None:
                 return outcome, _started(job, outcome, first_reason)
         for rule in self._plugins.preemption_rules:
-            if rule.applies(self, job) and self.preempt_for(job, rule):
+            if self.rule_applies(rule, job) and self.preempt_for(job, rule):
                 return Outcome.PREEMPTING, _started(job, Outcome.PREEMPTING, first_reason)
         if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
@@ -242,8 +244,12 @@ class Session:
         search = self._victim_search = VictimSearch(weakref.proxy(self), self._dispatched_now)
         return search
 
+    def rule_applies(self, rule: PreemptionRule, job: Job) -> bool:
+        return self._facts.applies(rule, job, lambda: rule.applies(self, job))
+
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
-        return (self._victim_search or self._victims()).preempt_for(job, rule)
+        search = self._victim_search or self._victims()
+        return self._facts.search(rule, job, lambda: search.preempt_for(job, rule))
 
     def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
         # Asked for every candidate of every search: the made search is read directly.

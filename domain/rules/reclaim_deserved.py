@@ -143,7 +143,22 @@ class ReclaimDeserved:
 
 def below_deserved(cycle: CycleView, job: Job) -> bool:
     """Whether the job's queue (its own jobs) is below its deserved quota in a resource the
-    job asks for: the promise reclaim keeps (for reclaim with moves and explain)."""
+    job asks for: the promise reclaim keeps (for reclaim with moves and explain). Kept per
+    queue and request while nothing lasting changes: a blocked job's try asks it from
+    reclaim with moves and again from its reclaim reason."""
+    key = (job.queue, job.per_task, job.tasks)
+    memo: dict[tuple[str, Resources, int], tuple[int, bool]] = cycle.memo("below_deserved", dict)
+    changes = cycle.lasting_changes()
+    cached = memo.get(key)
+    if cached is not None and changes is not None and cached[0] == changes:
+        return cached[1]
+    found = _below_deserved(cycle, job)
+    if changes is not None:
+        memo[key] = (changes, found)
+    return found
+
+
+def _below_deserved(cycle: CycleView, job: Job) -> bool:
     state = cycle.state
     entity: Entity = (state.queues[job.queue], True)
     used, _ = _usage(cycle, entity)
