@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from domain.cycle.framework import Attempt
+from domain.cycle.framework import Attempt, Outcome
 from domain.cycle.no_room import no_room_reason
 from domain.placement import PlacementStrategy, copies_held_for, find_placement
 from domain.quota_checks import admission_breach, protected_breach
@@ -281,6 +281,16 @@ def waiting_reason(job: Job) -> Reason:
     awaiting = tuple(sorted(job.awaiting))
     text = f"waiting for preempted jobs to stop: {', '.join(awaiting)}"
     return reason(ReasonKind.PREEMPTING, text, awaiting=awaiting)
+
+
+def started_reason(job: Job, outcome: Outcome, first: Reason | None) -> Reason | None:
+    """The reason of a job for which a preemption just started: a capacity reason from its
+    try becomes `waiting_reason`, the one its tries give while it waits for those victims,
+    from this cycle on; so a later cycle may pass it over (`Session.still_waiting`)."""
+    capacity = first is not None and first.kind is ReasonKind.CAPACITY
+    if outcome is Outcome.PREEMPTING and capacity and job.held and job.awaiting:
+        return waiting_reason(job)
+    return first
 
 
 def waiting_reason_held(job: Job) -> Reason | None:

@@ -13,11 +13,11 @@ from typing import TypeVar
 
 from domain.commands import DispatchReason, NodeCommand, Preempt, PreemptReason
 from domain.cycle import awaiting
-from domain.cycle.fitting import Fitter, waiting_reason
+from domain.cycle.fitting import Fitter, started_reason
 from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
 from domain.cycle.reclaim_reasons import reclaim_reason
 from domain.cycle.statement import Statement
-from domain.cycle.try_facts import TryFacts
+from domain.cycle.try_facts import FAILED, TryFacts
 from domain.cycle.victims import VictimSearch
 from domain.entities import NO_JOBS, ShapeKey
 from domain.nodes import dispatch_command
@@ -201,10 +201,10 @@ class Session:
         for resolver in self._plugins.resolvers:
             outcome = resolver(self, job)
             if outcome is not None:
-                return outcome, _started(job, outcome, first_reason)
+                return outcome, started_reason(job, outcome, first_reason)
         for rule in self._plugins.preemption_rules:
             if self.rule_applies(rule, job) and self.preempt_for(job, rule):
-                return Outcome.PREEMPTING, _started(job, Outcome.PREEMPTING, first_reason)
+                return Outcome.PREEMPTING, started_reason(job, Outcome.PREEMPTING, first_reason)
         if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
         return Outcome.BLOCKED, first_reason
@@ -245,11 +245,22 @@ class Session:
         return search
 
     def rule_applies(self, rule: PreemptionRule, job: Job) -> bool:
-        return self._facts.applies(rule, job, lambda: rule.applies(self, job))
+        facts = self._facts.of(job)
+        if facts is None:
+            return rule.applies(self, job)
+        found = facts.get(rule)
+        if found is None:
+            found = facts[rule] = rule.applies(self, job)
+        return found
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
-        search = self._victim_search or self._victims()
-        return self._facts.search(rule, job, lambda: search.preempt_for(job, rule))
+        facts = self._facts.of(job)
+        if facts is not None and (FAILED, rule) in facts:
+            return False  # it failed since the last lasting change: it would fail again
+        found = (self._victim_search or self._victims()).preempt_for(job, rule)
+        if not found and facts is not None:
+            facts[FAILED, rule] = True  # a failed search changes nothing lasting
+        return found
 
     def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
         # Asked for every candidate of every search: the made search is read directly.
@@ -330,16 +341,6 @@ class Session:
 # every pending job a cycle reaches.
 _PENDING = JobStatus.PENDING
 _PREEMPT = Trusted(Preempt)  # built from the cycle's own values (domain/trusted.py)
-
-
-def _started(job: Job, outcome: Outcome, first: Reason | None) -> Reason | None:
-    """The reason of a job for which a preemption just started: a capacity reason from its
-    try becomes `waiting_reason`, the one its tries give while it waits for those victims,
-    from this cycle on; so a later cycle may pass it over (`Session.still_waiting`)."""
-    capacity = first is not None and first.kind is ReasonKind.CAPACITY
-    if outcome is Outcome.PREEMPTING and capacity and job.held and job.awaiting:
-        return waiting_reason(job)
-    return first
 
 
 def _priority_reads(state: State, plugins: PluginSet) -> dict[str, bool]:

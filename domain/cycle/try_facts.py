@@ -9,46 +9,25 @@ tried and rolled back meanwhile; so the first answer serves the rest of the try.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from domain.cycle.framework import PreemptionRule
 from domain.cycle.statement import Statement
 from domain.state import Job
 
-_FAILED = "failed_search"
+FAILED = "failed_search"  # the key of a rule's failed search among a job's facts
 
 
 class TryFacts:
-    """Per job and rule: whether it applies, and whether its victim search failed."""
+    """Per job and rule: whether it applies (keyed by the rule), and whether its victim
+    search failed (keyed by (FAILED, rule)). Session.rule_applies and Session.preempt_for
+    read and write them."""
 
     def __init__(self, statement: Statement) -> None:
         self._statement = statement
         self._at: tuple[str, int] | None = None  # the job, and the lasting changes then
         self._facts: dict[object, bool] = {}
 
-    def applies(self, rule: PreemptionRule, job: Job, ask: Callable[[], bool]) -> bool:
-        facts = self._of(job)
-        if facts is None:
-            return ask()
-        found = facts.get(rule)
-        if found is None:
-            found = facts[rule] = ask()
-        return found
-
-    def search(self, rule: PreemptionRule, job: Job, search: Callable[[], bool]) -> bool:
-        """`search()`, unless it failed for the job under the rule since the last lasting
-        change: a failed search changes nothing lasting, so it would fail again."""
-        facts = self._of(job)
-        failed = (_FAILED, rule)
-        if facts is not None and failed in facts:
-            return False
-        found = search()
-        if not found and facts is not None:
-            facts[failed] = True
-        return found
-
-    def _of(self, job: Job) -> dict[object, bool] | None:
-        """The job's facts since the last lasting change; None inside a checkpoint."""
+    def of(self, job: Job) -> dict[object, bool] | None:
+        """The job's facts since the last lasting change; None inside a checkpoint, where
+        nothing is kept."""
         statement = self._statement
         if statement.tentative:
             return None

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from domain.cycle.session import Session
 from domain.cycle.try_facts import TryFacts
+from domain.cycle.victims import VictimSearch
 from domain.plugins import Plugins
 from domain.rules.reclaim import Reclaim
 from domain.rules.reclaim_deserved import ReclaimDeserved
@@ -23,7 +24,7 @@ from tests.domain.test_reclaim_properties import scenarios
 
 def assert_as_when_every_rule_is_asked_again(lines: list[dict[str, Any]]) -> None:
     remembered = simulate(lines)
-    with mock.patch.object(TryFacts, "_of", lambda self, job: None):
+    with mock.patch.object(TryFacts, "of", lambda self, job: None):
         asked_again = simulate(lines)
     assert remembered == asked_again
 
@@ -78,33 +79,31 @@ def test_a_blocked_job_asks_each_fairness_rule_once_whether_it_applies() -> None
 
 
 def test_a_fact_is_kept_until_something_lasting_changes_and_never_inside_a_checkpoint() -> None:
-    # Given a pending job in a cycle, and answers that change from one asking to the next
+    # Given a pending job in a cycle, a rule whose answer changes from one asking to the
+    # next, and victim searches that fail
     cluster = Cluster()
     cluster.given(0, queue("a", gpu_quota=4), node("n0", gpu=1))
     cluster.given(1, job("x", "a", gpu=4))
-    statement = Session(cluster.state, Plugins(), cluster.seq, 5).statement
-    facts, x, rule = TryFacts(statement), cluster.state.jobs["x"], Reclaim()
-    answers = iter([True, False, True, False])
-    searches: list[str] = []
+    session = Session(cluster.state, Plugins(), cluster.seq, 5)
+    x, answers = cluster.state.jobs["x"], iter([True, False, True, False])
+    rule = mock.Mock(spec=Reclaim)
+    rule.applies.side_effect = lambda cycle, job: next(answers)
+    searches = mock.patch.object(VictimSearch, "preempt_for", return_value=False)
 
-    def search() -> bool:
-        searches.append("searched")
-        return False
+    with searches as searched:
+        # When asked twice with nothing lasting changed in between
+        # Then the first answer serves, and a failed search is not made again
+        assert session.rule_applies(rule, x) and session.rule_applies(rule, x)
+        assert not session.preempt_for(x, rule) and not session.preempt_for(x, rule)
+        assert searched.call_count == 1
 
-    # When asked twice with nothing lasting changed in between
-    # Then the first answer serves, and a failed search is not made again
-    assert facts.applies(rule, x, lambda: next(answers)) is True
-    assert facts.applies(rule, x, lambda: next(answers)) is True
-    assert not facts.search(rule, x, search) and not facts.search(rule, x, search)
-    assert searches == ["searched"]
+        # When something lasting changes, then asked again: both are asked anew
+        session.statement.set(x, "attempt", x.attempt + 1)
+        assert session.rule_applies(rule, x) is False
+        assert not session.preempt_for(x, rule)
+        assert searched.call_count == 2
 
-    # When something lasting changes, then asked again: both are asked anew
-    statement.set(x, "attempt", x.attempt + 1)
-    assert facts.applies(rule, x, lambda: next(answers)) is False
-    assert not facts.search(rule, x, search)
-    assert searches == ["searched", "searched"]
-
-    # When asked inside a checkpoint: asked every time
-    statement.checkpoint()
-    assert facts.applies(rule, x, lambda: next(answers)) is True
-    assert facts.applies(rule, x, lambda: next(answers)) is False
+        # When asked inside a checkpoint: asked every time
+        session.statement.checkpoint()
+        assert session.rule_applies(rule, x) is True
+        assert session.rule_applies(rule, x) is False
