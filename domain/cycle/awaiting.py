@@ -49,7 +49,8 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
     if (
         not job.held
         or job.blocked_since is not None
-        or not unchanged(state, job)
+        or job.id not in state.awaiting_checked  # `unchanged`, spelled out: asked per holder
+        or (state.stops_ended and not job.awaiting.isdisjoint(state.stops_ended))
         or statement.tentative
         or waiting_reason_held(job) is None
     ):

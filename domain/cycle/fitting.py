@@ -270,6 +270,7 @@ class Fitter:
 
 
 _PENDING = JobStatus.PENDING  # read once: the promised sums check it for every holder
+_PREEMPTING = ReasonKind.PREEMPTING  # and every waiting preemptor's reason is checked
 
 
 def waiting_reason(job: Job) -> Reason:
@@ -298,13 +299,16 @@ def waiting_reason_held(job: Job) -> Reason | None:
     victims it awaits is given (only `waiting_reason` makes such a reason, its
     text from these facts): giving it again would change nothing. Else None."""
     known = job.pending_reason
-    if (
-        known is not None
-        and known.kind is ReasonKind.PREEMPTING
-        and known.facts == (("awaiting", tuple(sorted(job.awaiting))),)
-    ):
-        return known
-    return None
+    if known is None or known.kind is not _PREEMPTING or len(known.facts) != 1:
+        return None
+    name, listed = known.facts[0]
+    awaiting = job.awaiting
+    if name != "awaiting" or type(listed) is not tuple or len(listed) != len(awaiting):
+        return None
+    # The facts are (("awaiting", tuple(sorted(awaiting))),): one victim needs no sort.
+    if len(listed) == 1:
+        return known if listed[0] in awaiting else None
+    return known if listed == tuple(sorted(awaiting)) else None
 
 
 def _own_held(state: State, job: Job) -> Resources:

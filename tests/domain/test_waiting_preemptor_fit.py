@@ -8,9 +8,11 @@ from typing import Any
 from unittest import mock
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from domain.cycle import fitting
+from domain.reasons import ReasonKind, reason
 from domain.snapshot import encode_state
 from tests.domain.harness import Cluster, event, job, node, queue
 from tests.domain.test_blocked_shapes import look_alike_backlogs, simulate
@@ -177,3 +179,31 @@ def test_a_preemptor_waits_for_its_victims_from_the_cycle_that_preempted_them() 
     assert kept["kind"] == "preempting"
     assert kept["facts"] == {"awaiting": ["low"]}
     assert kept["text"] == "waiting for preempted jobs to stop: low"
+
+
+@pytest.mark.parametrize(
+    ("named", "awaited", "held"),
+    [
+        (("low",), {"low"}, True),
+        (("low",), {"other"}, False),
+        (("a", "b"), {"b", "a"}, True),
+        (("a", "b"), {"a"}, False),
+        (("a",), {"a", "b"}, False),
+        (("b", "a"), {"a", "b"}, False),  # not as waiting_reason writes them: sorted
+        (["low"], {"low"}, False),  # not a tuple, so not the facts waiting_reason makes
+    ],
+)
+def test_a_waiting_reason_is_held_only_for_exactly_the_victims_awaited(
+    named: Any, awaited: set[str], held: bool
+) -> None:
+    # Given a preemptor whose reason names some victims, and the victims it awaits
+    preemptor = preemptor_waiting().state.jobs["high"]
+    preemptor.pending_reason = reason(
+        ReasonKind.PREEMPTING, "waiting for preempted jobs to stop", awaiting=named
+    )
+    preemptor.awaiting = frozenset(awaited)
+
+    # Then the reason counts as held (a try would give it again) only for the same victims
+    assert (fitting.waiting_reason_held(preemptor) is preemptor.pending_reason) is held
+    if held:
+        assert fitting.waiting_reason(preemptor) is preemptor.pending_reason
