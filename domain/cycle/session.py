@@ -203,7 +203,9 @@ class Session:
             if outcome is not None:
                 return outcome, started_reason(job, outcome, first_reason)
         for rule in self._plugins.preemption_rules:
-            if self.rule_applies(rule, job) and self.preempt_for(job, rule):
+            # Only fairness rules are asked again in a try (reclaim with moves, the reason).
+            applies = self.rule_applies(rule, job) if rule.fairness else rule.applies(self, job)
+            if applies and self.preempt_for(job, rule):
                 return Outcome.PREEMPTING, started_reason(job, Outcome.PREEMPTING, first_reason)
         if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
@@ -254,6 +256,8 @@ class Session:
         return found
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
+        if not rule.fairness:  # searched once a try: only reclaim with moves searches again
+            return (self._victim_search or self._victims()).preempt_for(job, rule)
         facts = self._facts.of(job)
         if facts is not None and (FAILED, rule) in facts:
             return False  # it failed since the last lasting change: it would fail again
