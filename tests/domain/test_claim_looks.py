@@ -10,6 +10,7 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 
+from domain.actions import claim
 from domain.actions.claim import Claim
 from domain.cycle import awaiting
 from domain.snapshot import decode_state, encode_state
@@ -181,3 +182,25 @@ def test_claim_steps_only_the_holder_whose_victim_stopped() -> None:
     assert quiet == []
     assert stepped == ["high_b"]
     assert [(c.job, c.node) for c in cluster.last if c.type == "Dispatch"] == [("high_b", "nb")]
+
+
+def test_claim_steps_every_holder_once_too_many_awaited_sets_to_note() -> None:
+    # Given two preemptors, each waiting for its own victim, both looked at by Claim once,
+    # and room to note only one job whose awaited victims were set
+    cluster = two_queues_each_with_a_preemptor_waiting()
+    cluster.given(
+        1500,
+        queue("qc", gpu_quota=4, preemption={"within_queue": True}),
+        node("nc", gpu=4, labels={"pool": "c"}),
+        job("low_c", "qc", gpu=4, priority=1, **selector_of("c")),
+    )
+    stepped, counting = holders_claim_steps()
+    with counting, mock.patch.object(claim, "STOPS_ENDED_MAX", 1):
+        # When a cycle sets a third preemptor's awaited victims, and the next cycle runs
+        cluster.when(2000, job("high_c", "qc", gpu=4, priority=5, **selector_of("c")))
+        assert cluster.preempted(cluster.last) == ["low_c"]
+        stepped.clear()
+        cluster.when(3000, job("another", "qa", gpu=1, priority=1))
+
+    # Then that next Claim stepped every holder, not one known to wait
+    assert set(stepped) >= {"high_a", "high_b"}
