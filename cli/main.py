@@ -8,12 +8,12 @@ before sending, so a mistake is reported at once; the scheduler validates again.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
-from cli import agent, audit, cluster, jobs, kafka, logs, queues, scheduler, schema, simulate, views
 from cli.common import (
     BOOTSTRAP_ENV,
     DEBUG_ENV,
@@ -41,7 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cli import app
 
         app.PREPARE[:] = [apply_kafka_security]
-        return app.run(build_parser(), list(sys.argv[1:] if argv is None else argv))
+        args = list(sys.argv[1:] if argv is None else argv)
+        return app.run(build_parser(_module_of(args)), args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -146,7 +147,42 @@ def _silence_stdout() -> None:
         pass
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Each command and the module (cli/NAME.py) that declares it, in the order they are declared.
+# A command line builds, and so imports, only its own command's module: `quotaflow simulate`
+# loads no Kafka client. Anything else (no command, an option first, a mistyped command)
+# builds them all. tests/projections/test_cli_commands.py holds this table to the modules.
+COMMAND_MODULES = {
+    "kafka": "kafka",
+    "scheduler": "scheduler",
+    "agent": "agent",
+    "logs": "logs",
+    "submit": "jobs",
+    "cancel": "jobs",
+    "queue": "queues",
+    "cluster": "cluster",
+    "simulate": "simulate",
+    "replay": "audit",
+    "schema": "schema",
+    **dict.fromkeys(
+        ("projections", "queues", "explain", "whatif", "status", "rejected", "jobs", "usage"),
+        "views",
+    ),
+}
+# What each module's `register` takes besides the subcommands: the Kafka options, and the
+# topic options too.
+_TAKES_KAFKA = frozenset(
+    {"kafka", "scheduler", "agent", "logs", "jobs", "queues", "cluster", "audit"}
+)
+_TAKES_TOPICS = frozenset({"kafka", "scheduler"})
+
+
+def _module_of(args: Sequence[str]) -> str | None:
+    """The one module the command line needs, or None for all of them."""
+    return COMMAND_MODULES.get(args[0]) if args else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command, or only those of the module `only` (see COMMAND_MODULES)."""
     parser = _Parser(
         prog="quotaflow",
         description="Event-sourced GPU cluster scheduler on Apache Kafka.",
@@ -180,17 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="min.insync.replicas of each topic it creates (default 1; 2 in production)",
     )
-    kafka.register(commands, kafka_options, topic_options)
-    scheduler.register(commands, kafka_options, topic_options)
-    agent.register(commands, kafka_options)
-    logs.register(commands, kafka_options)
-    jobs.register(commands, kafka_options)
-    queues.register(commands, kafka_options)
-    cluster.register(commands, kafka_options)
-    simulate.register(commands)
-    audit.register(commands, kafka_options)
-    schema.register(commands)
-    views.register(commands)
+    for name in dict.fromkeys(COMMAND_MODULES.values()) if only is None else (only,):
+        module = importlib.import_module(f"cli.{name}")
+        if name in _TAKES_TOPICS:
+            module.register(commands, kafka_options, topic_options)
+        elif name in _TAKES_KAFKA:
+            module.register(commands, kafka_options)
+        else:
+            module.register(commands)
     return parser
 
 

@@ -54,12 +54,11 @@ def add_kafka_security(parser: argparse.ArgumentParser) -> None:
 
 def apply_kafka_security(args: argparse.Namespace) -> Any:
     """Builds the security settings from flags over the environment and makes them the default."""
+    if not hasattr(args, "kafka_protocol"):
+        return None  # a command that talks to no broker (simulate, schema) loads no client
+    from cli.config import section
     from streams.kafka_io import use_security
     from streams.kafka_security import SECURITY_ENV, KafkaSecurity
-
-    if not hasattr(args, "kafka_protocol"):
-        return None
-    from cli.config import section
 
     # The config file's [security] table, each key overridden by its QUOTAFLOW_SECURITY_ variable.
     configured = section("security")
