@@ -22,7 +22,8 @@ def still_stopping(state: State, job_id: str) -> bool:
 def unchanged(state: State, job: Job) -> bool:
     """Whether Claim found the job waiting for victims all still stopping, and none of them
     has stopped since."""
-    return job.id in state.awaiting_checked and job.awaiting.isdisjoint(state.stops_ended)
+    ended = state.stops_ended  # empty in every cycle after Claim: asked then of each holder
+    return job.id in state.awaiting_checked and (not ended or job.awaiting.isdisjoint(ended))
 
 
 def refresh(state: State, statement: Statement, job: Job) -> None:
@@ -49,8 +50,7 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
     if (
         not job.held
         or job.blocked_since is not None
-        or job.id not in state.awaiting_checked  # `unchanged`, spelled out: asked per holder
-        or (state.stops_ended and not job.awaiting.isdisjoint(state.stops_ended))
+        or not unchanged(state, job)
         or statement.tentative
         or waiting_reason_held(job) is None
     ):
