@@ -256,12 +256,13 @@ class Session:
         return found
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:
+        search = self._victim_search or self._victims()
         if not rule.fairness:  # searched once a try: only reclaim with moves searches again
-            return (self._victim_search or self._victims()).preempt_for(job, rule)
+            return search.preempt_for(job, rule)
         facts = self._facts.of(job)
         if facts is not None and (FAILED, rule) in facts:
             return False  # it failed since the last lasting change: it would fail again
-        found = (self._victim_search or self._victims()).preempt_for(job, rule)
+        found = search.preempt_for(job, rule)
         if not found and facts is not None:
             facts[FAILED, rule] = True  # a failed search changes nothing lasting
         return found
