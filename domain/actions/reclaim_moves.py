@@ -14,9 +14,12 @@ job; at most MAX_PLANS jobs planned per cycle, and a job shape whose plan failed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
 from domain.cycle.displacement import note_taken_back, superiors_key, takes_back
 from domain.cycle.framework import (
+    RELEASE_EPSILON,
     Cycle,
     Outcome,
     PreemptionRule,
@@ -26,8 +29,9 @@ from domain.cycle.framework import (
     release_bound,
 )
 from domain.placement import Plan
+from domain.resources import Resources
 from domain.rules.reclaim_deserved import below_deserved
-from domain.state import Job
+from domain.state import Job, State
 
 MAX_VICTIMS = 16
 MAX_PLANS = 2
@@ -89,22 +93,45 @@ def _order(cycle: Cycle, victim: Job) -> tuple[int, int, str]:
     return (victim.priority, -started, victim.id)
 
 
+def could_free_enough(
+    state: State, job: Job, request: Resources, rooms: Mapping[str, ReleaseRoom]
+) -> bool:
+    """Whether the free room the job may use, with all that its candidate queues may release
+    added, could hold the whole job: a plan moves jobs only once the victims taken so far
+    leave that much free, and they release at most their queues' rooms (each victim taken
+    is one the ledger let through, and the ledger counts down from the room). A queue whose
+    room refuses even its least task (`State.least_task`) releases nothing. Asked before any
+    victim is judged: on a full cluster most plans end here (ITP: about three in four)."""
+    most = [float(amount) for amount in free_room(state, job).as_tuple()]
+    for queue_id, room in rooms.items():
+        if exceeds_release_room(state.least_task(queue_id), room):
+            continue
+        for r in range(3):
+            most[r] += max(0.0, room[r]) + RELEASE_EPSILON
+    asked = request.as_tuple()
+    return all(asked[r] <= most[r] for r in range(3))
+
+
 def _plan(
     cycle: Cycle, job: Job, rule: PreemptionRule
 ) -> tuple[list[Job], list[Move], Plan] | None:
     state = cycle.state
     statement = cycle.statement
     bound = release_bound(state, rule)
+    queues = list(rule.candidate_queues(cycle, job))
+    rooms: dict[str, ReleaseRoom] = (
+        {} if bound is None else {q: bound.release_room(cycle, job, q) for q in queues}
+    )
+    request = job.per_task * job.tasks
+    if bound is not None and not could_free_enough(state, job, request, rooms):
+        return None
     admitted: list[Job] = []
-    rooms: dict[str, ReleaseRoom] = {}
-    for queue_id in rule.candidate_queues(cycle, job):
+    for queue_id in queues:
         # A victim whose release the queue's room refuses is refused after others too (as in
         # the victim search): it is dropped here rather than stopped and given back.
-        room = None if bound is None else bound.release_room(cycle, job, queue_id)
-        if room is not None:
-            rooms[queue_id] = room
-            if exceeds_release_room(state.least_task(queue_id), room):
-                continue  # it would refuse each of its running jobs (State.least_task)
+        room = rooms.get(queue_id)
+        if room is not None and exceeds_release_room(state.least_task(queue_id), room):
+            continue  # it would refuse each of its running jobs (State.least_task)
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
             if room is not None and exceeds_release_room(
                 victim.per_task, room, victim.placed_tasks
@@ -113,7 +140,6 @@ def _plan(
             if cycle.may_be_victim(job, victim, rule):
                 admitted.append(victim)
     candidates = sorted(admitted, key=lambda victim: _order(cycle, victim))
-    request = job.per_task * job.tasks
     everything = statement.checkpoint()
     taken: list[Job] = []
     freed: set[str] = set()
