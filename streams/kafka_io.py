@@ -97,9 +97,11 @@ SCHEDULER_FETCH_WAIT_MS = int(os.environ.get("QUOTAFLOW_FETCH_WAIT_MS", "30"))
 SCHEDULER_FETCH_MIN_BYTES = int(os.environ.get("QUOTAFLOW_FETCH_MIN_BYTES", str(64 * 1024)))
 # Under load a transaction begins no sooner than this long after the previous one that wrote
 # began: the inputs arriving meanwhile share its fixed cost (its requests, 2-3 ms of CPU). A
-# scheduler that wrote nothing for longer answers a new input at once. docs/kafka.md,
+# scheduler that wrote nothing for longer answers a new input at once. Shorter than the
+# fetch wait, so each fetch's inputs go as it returns (the fetches already gather them); it
+# paces transactions only when fetches come back sooner, at high rates. docs/kafka.md,
 # "Batch window".
-SCHEDULER_BATCH_WINDOW_MS = int(os.environ.get("QUOTAFLOW_BATCH_WINDOW_MS", "40"))
+SCHEDULER_BATCH_WINDOW_MS = int(os.environ.get("QUOTAFLOW_BATCH_WINDOW_MS", "25"))
 # Broker failures (docs/kafka.md, "Failover"): producers wait for every in-sync replica and
 # are idempotent; a send retries through a leader election until REQUEST_TIMEOUT_MS, then the
 # scheduler aborts the batch and rebuilds from the journal. A dead scheduler's open
