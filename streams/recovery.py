@@ -128,9 +128,13 @@ class Recovery:
         over. A transaction that only commits the consumer's offsets again (no journal record)
         meets the newer epoch, so a fenced scheduler stops within tick_ms even when idle."""
         producer, consumer = self._require_producer(), self._require_consumer()
-        offsets = {
-            tp: OffsetAndMetadata(await consumer.position(tp), "") for tp in self._partitions
-        }
+        offsets = {}
+        for tp in self._partitions:
+            # At once while the consumer holds a position; without one aiokafka waits for an
+            # offset fetch it retries for as long as Kafka answers retriable errors. Bounded
+            # like a transaction: past the bound the step fails and the next one recovers.
+            position = await asyncio.wait_for(consumer.position(tp), self.transaction_bound_s)
+            offsets[tp] = OffsetAndMetadata(position, "")
         try:
             async with bounded_transaction(producer, self.transaction_bound_s):
                 await producer.send_offsets_to_transaction(offsets, self.group_id)

@@ -150,6 +150,21 @@ async def test_an_idle_epoch_check_that_never_finishes_is_given_up(kafka_bootstr
         await run.submit(["job-1"], "job-1 dispatched after the stalled epoch check")
 
 
+async def test_an_idle_epoch_check_whose_position_never_comes_is_given_up(
+    kafka_bootstrap: str,
+) -> None:
+    # A short tick_ms: an idle scheduler confirms its epoch every 300 ms, and first asks the
+    # consumer for its position, which aiokafka may wait for (an offset fetch it retries)
+    async with seeded(kafka_bootstrap, 300, ["job-1"]) as run:
+        stalled = stall_once(run.scheduler._require_consumer(), "position")
+
+        async def given_up() -> bool:
+            return bool(stalled) and run.recoveries("step_failed") >= 1
+
+        await wait_for(given_up, "the epoch check's unanswered position given up")
+        await run.submit(["job-1"], "job-1 dispatched after the unanswered position")
+
+
 async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
     kafka_bootstrap: str,
 ) -> None:
