@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -19,6 +21,11 @@ POLL_MS = 200
 # command's commit covers its offset, and after a restart the agent ignores commands read
 # again that were addressed to its earlier incarnation (docs/cli.md, "Restarts").
 COMMIT_BOUND_S = REQUEST_TIMEOUT_MS / 1000
+# The same retries at start-up (the committed offset, a position, the topics' metadata) would
+# leave an agent that never registers and says nothing. Past this bound a start-up step is
+# given up: the agent stops with an error naming the step, and a supervisor starts it again.
+START_BOUND_S = REQUEST_TIMEOUT_MS / 1000
+T = TypeVar("T")
 
 log = logging.getLogger("quotaflow.agent")
 
@@ -27,8 +34,24 @@ class AgentError(RuntimeError):
     """The agent cannot run (e.g. its topics do not exist); the message says what to do."""
 
 
+async def within_start(step: Awaitable[T], what: str) -> T:
+    """One start-up step, given up after START_BOUND_S with an error that says which."""
+    try:
+        return await asyncio.wait_for(step, START_BOUND_S)
+    except TimeoutError:
+        raise AgentError(
+            f"Kafka did not answer within {START_BOUND_S:g}s while {what}: is the broker "
+            "reachable and its group coordinator up? Start the agent again once it is"
+        ) from None
+
+
 async def position_commands(consumer: AIOKafkaConsumer, config: AgentConfig) -> TopicPartition:
     """Assigns the node's commands partition at the committed position (first start: the end)."""
+    step = _position_commands(consumer, config)
+    return await within_start(step, "reading the committed offset of this node's commands")
+
+
+async def _position_commands(consumer: AIOKafkaConsumer, config: AgentConfig) -> TopicPartition:
     name = config.topic(topics.COMMANDS)
     partitions = await _partitions(config.bootstrap, name)
     partition = TopicPartition(name, partition_for(config.node, len(partitions)))
@@ -61,6 +84,11 @@ async def commit_within(consumer: AIOKafkaConsumer, partition: TopicPartition, o
 
 async def position_rejected(consumer: AIOKafkaConsumer, config: AgentConfig) -> None:
     """Rejections from now on (before the first heartbeat): a refusal of ours is seen."""
+    step = _position_rejected(consumer, config)
+    await within_start(step, "finding the end of the rejected topic")
+
+
+async def _position_rejected(consumer: AIOKafkaConsumer, config: AgentConfig) -> None:
     partitions = await _partitions(config.bootstrap, config.topic(topics.REJECTED))
     consumer.assign(partitions)
     await consumer.seek_to_end(*partitions)
@@ -96,4 +124,5 @@ async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
 
 
 async def topic_exists(bootstrap: str, topic: str) -> bool:
-    return topic in await topic_configs(bootstrap, [topic])
+    configs = await within_start(topic_configs(bootstrap, [topic]), f"reading topic {topic}")
+    return topic in configs

@@ -1,6 +1,7 @@
 """A node agent whose offset commit Kafka never answers, against a real broker and a real
 scheduler: it gives the commit up after its bound and goes on acting on commands, instead of
-heartbeating while it ignores them (streams/agent_kafka.py, `commit_within`)."""
+heartbeating while it ignores them (streams/agent_kafka.py, `commit_within`). And one whose
+start-up request is never answered stops with an error naming the step (`within_start`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 import streams.agent_kafka
-from streams.agent import AgentConfig, run_agent
+from streams.agent import AgentConfig, AgentError, run_agent
 from tests.streams.test_sequencer import (
     QUEUE,
     job,
@@ -78,3 +79,24 @@ async def test_an_agent_whose_commit_never_finishes_goes_on_acting_on_commands(
         finally:
             stop.set()
             await asyncio.wait_for(agent, 60)
+
+
+async def test_an_agent_whose_start_kafka_never_answers_stops_saying_which_step(
+    kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topics = await make_topics(kafka_bootstrap)
+    monkeypatch.setattr(streams.agent_kafka, "START_BOUND_S", 2.0)
+
+    async def never_answers(self: AIOKafkaConsumer, partition: Any) -> None:
+        # The committed offset of the node's commands never comes, as while aiokafka retries
+        # its fetch for a coordinator that keeps answering with retriable errors.
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(AIOKafkaConsumer, "committed", never_answers)
+    config = AgentConfig(
+        bootstrap=kafka_bootstrap, node="n1", heartbeat_s=1, topic_prefix=topics.prefix,
+        state_dir=tmp_path,
+    )  # fmt: skip
+    # The agent gives its start up after the bound, with a reason that names the step
+    with pytest.raises(AgentError, match="did not answer within 2s while reading the committed"):
+        await asyncio.wait_for(run_agent(config, asyncio.Event()), 30)
