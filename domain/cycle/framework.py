@@ -313,7 +313,8 @@ class Cycle(CycleView, Protocol):
     def statement(self) -> Statement: ...
 
     def rule_applies(self, rule: PreemptionRule, job: Job) -> bool:
-        """`rule.applies`, asked once per job and rule while nothing lasting changes."""
+        """`rule.applies`, asked once per job and fairness rule while nothing lasting
+        changes."""
         ...
 
     def preempt_for(self, job: Job, rule: PreemptionRule) -> bool:

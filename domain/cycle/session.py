@@ -203,9 +203,7 @@ class Session:
             if outcome is not None:
                 return outcome, started_reason(job, outcome, first_reason)
         for rule in self._plugins.preemption_rules:
-            # Only fairness rules are asked again in a try (reclaim with moves, the reason).
-            applies = self.rule_applies(rule, job) if rule.fairness else rule.applies(self, job)
-            if applies and self.preempt_for(job, rule):
+            if self.rule_applies(rule, job) and self.preempt_for(job, rule):
                 return Outcome.PREEMPTING, started_reason(job, Outcome.PREEMPTING, first_reason)
         if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
@@ -247,7 +245,8 @@ class Session:
         return search
 
     def rule_applies(self, rule: PreemptionRule, job: Job) -> bool:
-        facts = self._facts.of(job)
+        # Only fairness rules are asked again in a try (reclaim with moves, the reason).
+        facts = self._facts.of(job) if rule.fairness else None
         if facts is None:
             return rule.applies(self, job)
         found = facts.get(rule)
