@@ -5,7 +5,6 @@ its victims (`reclaim_moves.could_free_enough`)."""
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -70,32 +69,40 @@ def one_gpu_to_spare() -> Cluster:
     return cluster
 
 
-def judged_by_plans() -> tuple[list[str], Any]:
-    """The victims reclaim with moves judges (`may_be_victim` asked from `_plan`)."""
+@contextmanager
+def judged_by_plans() -> Iterator[list[str]]:
+    """The victims reclaim with moves judges (`may_be_victim` asked while `_plan` runs)."""
     judged: list[str] = []
-    real = Session.may_be_victim
+    planning = [False]
+    real_plan, real_judge = reclaim_moves._plan, Session.may_be_victim
+
+    def plan(cycle: Any, job: Any, rule: Any) -> Any:
+        planning[0] = True
+        try:
+            return real_plan(cycle, job, rule)
+        finally:
+            planning[0] = False
 
     def may_be_victim(self: Session, job: Any, victim: Any, rule: Any) -> bool:
-        if any(frame.f_code.co_name == "_plan" for frame in _frames()):
+        if planning[0]:
             judged.append(victim.id)
-        return real(self, job, victim, rule)
+        return real_judge(self, job, victim, rule)
 
-    return judged, mock.patch.object(Session, "may_be_victim", may_be_victim)
-
-
-def _frames() -> Iterator[Any]:
-    frame = sys._getframe(2)
-    while frame is not None:
-        yield frame
-        frame = frame.f_back
+    with (
+        mock.patch.object(reclaim_moves, "_plan", plan),
+        mock.patch.object(Session, "may_be_victim", may_be_victim),
+    ):
+        yield judged
 
 
 def big_arrives(bounded: bool) -> tuple[list[tuple[str, str, str, str]], list[str]]:
     """Queue a, below its deserved quota, asks for four GPUs on one node: the commands, and
     the victims reclaim with moves judged."""
     cluster = one_gpu_to_spare()
-    judged, watching = judged_by_plans()
-    with watching, contextlib.nullcontext() if bounded else every_plan_judged():
+    with (
+        judged_by_plans() as judged,
+        contextlib.nullcontext() if bounded else every_plan_judged(),
+    ):
         cluster.when(2, job("big", "a", gpu=4))
     issued = [(c.type, c.job, c.node, getattr(c, "reason", "")) for c in cluster.last]
     return issued, judged
