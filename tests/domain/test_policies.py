@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from domain.commands import PreemptReason
 from domain.cycle.framework import CycleView, PreemptionRule
 from domain.events import Event
 from domain.pending import Standing, pending_view
@@ -261,7 +262,7 @@ def test_blocked_covers_capacity_quota_limit_and_gang(
 class UrgentPreemptsLowerPriority:
     """A test-only preemption rule: priority >= 8 may preempt lower-priority jobs anywhere."""
 
-    reason = "priority"
+    reason: PreemptReason = "priority"
     explains = "priority: a test rule"
     explicit = False
     fairness = False
