@@ -59,13 +59,13 @@ def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
             continue
         if cycle.preempt_for(job, rule):
             return Outcome.PREEMPTING
+        if budget.plans >= MAX_PLANS:
+            continue  # most blocked tries of a cycle come after its plans: no shape is made
         shape: tuple[object, ...] = (type(rule).__name__, job.queue, job.priority)
         shape += (job.per_task, job.tasks, job.node_selector, job.module, job.preemptible)
         shape += (superiors_key(cycle, job),)
         changes = cycle.lasting_changes()
-        if budget.plans >= MAX_PLANS or (
-            changes is not None and budget.failed.get(shape) == changes
-        ):
+        if changes is not None and budget.failed.get(shape) == changes:
             continue
         budget.plans += 1
         found = _plan(cycle, job, rule)
