@@ -78,9 +78,11 @@ def consolidate(cycle: Cycle, job: Job) -> Outcome | None:
     if not state.cluster.consolidation or job.awaiting:
         return None
     tasks = job.tasks
+    request = job.per_task * tasks
+    if not job.node_selector and not request.fits_in(state.node_index.free_total):
+        return None  # the free room of every node is short of it: the cheapest check first
     if admission_breach(state, job, tasks) is not None:
         return None  # quota or limit, not fragmentation, keeps it out
-    request = job.per_task * tasks
     if not within_fair_share(state, job, request):
         return None  # moving others' work for a queue beyond its share only invites a reclaim
     unallocated = state.capacity
