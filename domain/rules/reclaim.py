@@ -215,12 +215,13 @@ class Reclaim:
     def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         if victim.queue == job.queue:
             return False
-        # Explicit PAI rules dominate fairness: never take back from who displaced us, directly
-        # or through a chain of preemptions.
-        if victim.id in explicit_superiors(cycle, job):
-            return False
         key = ("reclaim", job.queue, job.per_task, job.tasks, victim.queue)
-        return cached_admission(cycle, key, lambda: self._admits_queue(cycle, job, victim.queue))
+        if not cached_admission(cycle, key, lambda: self._admits_queue(cycle, job, victim.queue)):
+            return False
+        # Explicit PAI rules dominate fairness: never take back from who displaced us, directly
+        # or through a chain of preemptions. Asked second: the queues' verdict is a lookup, and
+        # asked the other way round (could the victim take back?) it is mostly no.
+        return victim.id not in explicit_superiors(cycle, job)
 
     def _admits_queue(self, cycle: CycleView, job: Job, victim_queue: str) -> bool:
         state = cycle.state

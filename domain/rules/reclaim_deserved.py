@@ -101,10 +101,10 @@ class ReclaimDeserved:
     def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         if victim.queue == job.queue:
             return False
-        if victim.id in explicit_superiors(cycle, job):
-            return False
         key = ("reclaim_deserved", job.queue, job.per_task, job.tasks, victim.queue)
-        return cached_admission(cycle, key, lambda: self._admits_queue(cycle, job, victim.queue))
+        if not cached_admission(cycle, key, lambda: self._admits_queue(cycle, job, victim.queue)):
+            return False
+        return victim.id not in explicit_superiors(cycle, job)  # as in Reclaim.admits
 
     def _admits_queue(self, cycle: CycleView, job: Job, victim_queue: str) -> bool:
         state = cycle.state
