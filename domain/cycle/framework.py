@@ -100,10 +100,13 @@ class QueuePolicy(Protocol):
     queue or is skipped (the pending view). `walk_settles` is True only for a policy that
     skips every blocked job and orders jobs without reading time (round robin): Allocate
     may then step only the first job of each shape of a queue it found all blocked, while
-    none of its pending jobs changes (domain/actions/settled_walk.py)."""
+    none of its pending jobs changes (domain/actions/settled_walk.py). `ages` is True when
+    `effective_priority` reads more than the job's own priority (time, say): only then are
+    the pending lists merged by it (domain/cycle/ordering.py)."""
 
     kind: str
     walk_settles: bool
+    ages: bool
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         """The priority the job is ordered by now; must not rise along a list of equal

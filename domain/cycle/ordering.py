@@ -85,8 +85,13 @@ def pending_in_order(queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Jo
     whose key ranges do not overlap simply follow one another (always so without aging); only
     overlapping ones are merged job by job. A list that follows on is walked by C iterators
     over entries that hold their jobs (no Python frame and no table lookup per job: a cycle
-    may walk every job of a long skipping queue).
+    may walk every job of a long skipping queue). Without aging (`QueuePolicy.ages`) each
+    list's keys are its own priority, so the lists follow one another in the order of their
+    (interactive, priority) alone, and no key is worked out.
     """
+    if not policy.ages:
+        lists = sorted(queue.pending.lists(), key=_tried)
+        return chain.from_iterable(map(_JOB, entries) for _, entries in lists)
     return chain.from_iterable(_groups(queue, policy, now))
 
 
@@ -132,6 +137,12 @@ def _merged(
 
         streams.append(keyed())
     return map(_JOB, heapq.merge(*streams))
+
+
+def _tried(item: tuple[tuple[bool, int], list[PendingEntry]]) -> tuple[bool, int]:
+    """A list's place without aging: interactive first, then the higher priority."""
+    (interactive, priority), _ = item
+    return (not interactive, -priority)
 
 
 _JOB = itemgetter(2)  # (order, job id, job) or (key, job id, job): the job

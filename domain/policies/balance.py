@@ -12,6 +12,7 @@ TIMER = "balance"  # the kind of the timer that wakes a cycle when a blocked job
 class Balance:
     kind = "balance"
     walk_settles = False
+    ages = False  # effective_priority is the job's own priority
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         return job.priority

@@ -9,6 +9,7 @@ from domain.state import Job, Queue
 class Fifo:
     kind = "fifo"
     walk_settles = False
+    ages = False  # effective_priority is the job's own priority
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         return job.priority

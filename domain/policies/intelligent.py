@@ -21,6 +21,7 @@ def aged_priority(priority: int, waited_ms: int, aging_interval_s: int) -> int:
 class Intelligent:
     kind = "intelligent"
     walk_settles = False
+    ages = True  # effective_priority adds aging by time
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         # Wait counts from submission, not from the last requeue: a requeued job keeps its

@@ -9,6 +9,7 @@ from domain.state import Job, Queue
 class RoundRobin:
     kind = "round_robin"
     walk_settles = True  # skips every blocked job; its order reads no time
+    ages = False  # effective_priority is the job's own priority
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         return job.priority

@@ -21,6 +21,7 @@ class Patient:
 
     kind = "patient"
     walk_settles = False  # True would let Allocate step only a first job per shape when settled
+    ages = False  # effective_priority is the job's own priority
 
     def effective_priority(self, job: Job, queue: Queue, now: int) -> int:
         return job.priority
