@@ -90,7 +90,8 @@ def pending_in_order(queue: Queue, policy: QueuePolicy, now: int) -> Iterator[Jo
     (interactive, priority) alone, and no key is worked out.
     """
     if not policy.ages:
-        lists = sorted(queue.pending.lists(), key=_tried)
+        # The lists sort by (interactive, priority): reversed, interactive and higher first.
+        lists = reversed(queue.pending.lists())
         return chain.from_iterable(map(_JOB, entries) for _, entries in lists)
     return chain.from_iterable(_groups(queue, policy, now))
 
@@ -137,12 +138,6 @@ def _merged(
 
         streams.append(keyed())
     return map(_JOB, heapq.merge(*streams))
-
-
-def _tried(item: tuple[tuple[bool, int], list[PendingEntry]]) -> tuple[bool, int]:
-    """A list's place without aging: interactive first, then the higher priority."""
-    (interactive, priority), _ = item
-    return (not interactive, -priority)
 
 
 _JOB = itemgetter(2)  # (order, job id, job) or (key, job id, job): the job
