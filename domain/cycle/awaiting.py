@@ -48,10 +48,9 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
     keeps for a preemptor whose awaited victims are the ones its reason names
     (`waiting_reason_held`)."""
     # Asked of every waiting preemptor a walk reaches (thousands a cycle on a large
-    # cluster): the plain attribute checks first, and `unchanged` written out.
+    # cluster): the plain attribute checks first.
     if job.blocked_since is not None or not job.held or statement.tentative:
         return False
-    ended = state.stops_ended
-    if job.id not in state.awaiting_checked or (ended and not job.awaiting.isdisjoint(ended)):
+    if not unchanged(state, job) or waiting_reason_held(job) is None:
         return False
-    return waiting_reason_held(job) is not None and fitter.waits_for_room(job)
+    return fitter.waits_for_room(job)

@@ -84,16 +84,11 @@ class Fitter:
         """Whether `fit` would find no size of the job placeable from what it knows already:
         no quota, limit or promised-room breach, no node the job holds room on that could take
         a task yet, and its shape known to find no room. False where `fit` would have to look."""
-        state = self._state
-        if job.held and _held_room_now(state, job):
+        if job.held and _held_room_now(self._state, job):
             return False
         tasks = job.tasks
-        # `breach` is None at once for a preemptible job under no limit (its first check).
-        unbreached = job.preemptible and not state.limited_path(job.queue)
         for size in self.sizes(job) if job.min_tasks < tasks else (tasks,):
-            if not unbreached and self.breach(job, size) is not None:
-                return False
-            if not self._known_no_room(job, size):
+            if self.breach(job, size) is not None or not self._known_no_room(job, size):
                 return False
         return True
 
