@@ -79,8 +79,8 @@ def consolidate(cycle: Cycle, job: Job) -> Outcome | None:
         return None
     tasks = job.tasks
     request = job.per_task * tasks
-    if not job.node_selector and not request.fits_in(state.node_index.free_total):
-        return None  # the free room of every node is short of it: the cheapest check first
+    if not request.fits_in(free_room(state, job)):
+        return None  # not even the free room of the nodes it may use would hold it
     if admission_breach(state, job, tasks) is not None:
         return None  # quota or limit, not fragmentation, keeps it out
     if not within_fair_share(state, job, request):
@@ -88,8 +88,8 @@ def consolidate(cycle: Cycle, job: Job) -> Outcome | None:
     unallocated = state.capacity
     for top in state.top_level_queues():
         unallocated = unallocated - state.queues[top].subtree_allocated
-    if not request.fits_in(unallocated) or not request.fits_in(free_room(state, job)):
-        return None  # not even the total free capacity would hold it (cheap bound first)
+    if not request.fits_in(unallocated):
+        return None  # nor the capacity no queue is allocated
     if _known_to_fail(cycle, job):
         return None
     found = plan_moves(cycle, job, tasks)
