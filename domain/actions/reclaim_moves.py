@@ -19,11 +19,9 @@ from collections.abc import Mapping
 from domain.actions.consolidate import Move, carry_out, free_room, plan_moves
 from domain.cycle.candidates import victim_queues
 from domain.cycle.displacement import note_taken_back, superiors_key, takes_back
-from domain.cycle.framework import (
+from domain.cycle.framework import Cycle, Outcome, PreemptionRule
+from domain.cycle.release_room import (
     RELEASE_EPSILON,
-    Cycle,
-    Outcome,
-    PreemptionRule,
     ReleaseLedger,
     ReleaseRoom,
     exceeds_release_room,

@@ -14,13 +14,8 @@ import math
 from typing import Protocol
 
 from domain.cycle.displacement import explicit_superiors
-from domain.cycle.framework import (
-    RELEASE_EPSILON,
-    Cycle,
-    PreemptionRule,
-    ReleaseBound,
-    exceeds_release_room,
-)
+from domain.cycle.framework import Cycle, PreemptionRule
+from domain.cycle.release_room import RELEASE_EPSILON, ReleaseBound, exceeds_release_room
 from domain.cycle.release_totals import NO_CAP, Cap
 from domain.cycle.room import VictimStep, victim_steps
 from domain.state import Job

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from domain.cycle.framework import Attempt, PreemptionRule, ReleaseLedger
+from domain.cycle.framework import Attempt, PreemptionRule
+from domain.cycle.release_room import ReleaseLedger
 from domain.cycle.room import Room, VictimStep, victim_steps
 from domain.state import Job
 

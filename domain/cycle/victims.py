@@ -12,13 +12,8 @@ from __future__ import annotations
 from domain.cycle import node_sets
 from domain.cycle.candidates import candidate_steps, release_cap, victim_queues
 from domain.cycle.displacement import note_taken_back, superiors_key, takes_back
-from domain.cycle.framework import (
-    Attempt,
-    Cycle,
-    PreemptionRule,
-    ReleaseLedger,
-    release_bound,
-)
+from domain.cycle.framework import Attempt, Cycle, PreemptionRule
+from domain.cycle.release_room import ReleaseLedger, release_bound
 from domain.cycle.room import Room, VictimStep, victim_steps, victims_of
 from domain.cycle.room_bounds import AllTaken
 from domain.cycle.victim_walk import Walk

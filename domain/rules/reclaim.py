@@ -264,7 +264,7 @@ class Reclaim:
     def release_room(self, cycle: CycleView, job: Job, queue_id: str) -> tuple[float, float, float]:
         """How much stopping `queue_id`'s jobs may release before `allows_after` refuses: per
         resource, the least, over the victim side's entities contended for it, of what the
-        entity uses above its fair share (domain.cycle.framework.ReleaseBound)."""
+        entity uses above its fair share (domain.cycle.release_room.ReleaseBound)."""
         room = [math.inf, math.inf, math.inf]
         for entity in below_meeting_point(cycle.state, queue_id, job.queue):
             used, share = _usage(cycle, entity)
