@@ -159,7 +159,7 @@ class Node:
     # as the node is now; and, per task shape and selector, the jobs whose lifting alone
     # would let it hold one more (domain/actions/lifting.py). Every change to the node's
     # room is followed by NodeIndex.update, which starts new memos; an undone change puts
-    # the memos of the restored room back (statement.py's mementos).
+    # the memos of the restored room back (domain/cycle/memento.py).
     copies_memo: dict[object, int] = field(default_factory=dict, repr=False, compare=False)
     lifting_memo: dict[object, tuple[str, ...]] = field(
         default_factory=dict, repr=False, compare=False

@@ -24,21 +24,19 @@ however much tentative work was tried and rolled back meanwhile.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
-from typing import TypeVar
+from collections.abc import Iterable
 
 from domain.commands import NodeCommand
+from domain.cycle.memento import Undo, memento
 from domain.devices import Assignment
 from domain.resources import Resources
 from domain.state import Job, JobStatus, Queue, State
 
-Undo = Callable[[], None]
 Touched = set[str]  # a queue's touched jobs (PendingIndex.touched); `set` is a method here
 # Fields the cycle sets for the views and the queue policies' verdicts (why a job waits, since
 # when, what stopped a queue): no fit, placement, rule or victim search reads them, so
 # setting them is no lasting change.
 VIEW_FIELDS = frozenset({"pending_reason", "blocked_since", "stopped_by", "stopped_policy"})
-V = TypeVar("V")
 
 
 class Statement:
@@ -270,89 +268,6 @@ class Statement:
         """Remembers everything a change to the job on these nodes may touch."""
         self.touch(job)
         if self._marks:
-            self._undo.append(_memento(self._state, job, node_ids))
+            self._undo.append(memento(self._state, job, node_ids))
         else:
             self.lasting += 1
-
-
-def _memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
-    placements, stopping, held = dict(job.placements), dict(job.stopping), dict(job.held)
-    devices, held_devices = dict(job.devices), dict(job.held_devices)
-    nodes = [
-        (
-            node,
-            node.allocated,
-            node.held,
-            node.stopping,
-            dict(node.jobs),
-            node.gpus.save(),
-            node.copies_memo,
-            node.lifting_memo,
-        )
-        for node in (state.nodes[n] for n in node_ids if n in state.nodes)
-    ]
-    queues = [
-        (
-            queue,
-            queue.allocated,
-            queue.subtree_allocated,
-            queue.protected,
-            queue.stopping,
-            queue.held,
-            job.id in queue.running,
-        )
-        for queue in state.ancestors(job.queue)
-    ]
-    freed, needs_cycle, version = state.freed, state.needs_cycle, state.node_index.version
-    elastic, holder = job.id in state.elastic_placed, job.id in state.holders
-    own = state.queues[job.queue]
-    stoppable_on = own.stoppable_on
-    placed = None if stoppable_on is None else [(n, stoppable_on.get(n)) for n in node_ids]
-
-    def undo() -> None:
-        _refill(job.placements, placements)
-        _refill(job.stopping, stopping)
-        _refill(job.held, held)
-        _refill(job.devices, devices)
-        _refill(job.held_devices, held_devices)
-        for queue, allocated, subtree, protected, stopping_, held_, running in queues:
-            queue.allocated, queue.subtree_allocated, queue.protected = (
-                allocated,
-                subtree,
-                protected,
-            )
-            queue.stopping, queue.held = stopping_, held_
-            _member(queue.running, job.id, running)
-        if placed is None:
-            own.stoppable_on = None  # not known when recorded: counted afresh when next asked
-        elif own.stoppable_on is not None:
-            for node_id, amount in placed:
-                if amount is None:
-                    own.stoppable_on.pop(node_id, None)
-                else:
-                    own.stoppable_on[node_id] = amount
-        _member(state.elastic_placed, job.id, elastic)
-        _member(state.holders, job.id, holder)
-        for node, allocated, node_held, node_stopping, jobs, gpus, copies, lifting in nodes:
-            node.allocated, node.held, node.stopping = allocated, node_held, node_stopping
-            _refill(node.jobs, jobs)
-            node.gpus.restore(gpus)
-            state.node_index.update(node)
-            node.copies_memo, node.lifting_memo = copies, lifting  # those of the room restored
-        state.freed, state.needs_cycle, state.node_index.version = freed, needs_cycle, version
-
-    return undo
-
-
-def _refill(target: dict[str, V], saved: dict[str, V]) -> None:
-    """Restores a dict's items and their order, keeping the dict itself."""
-    if list(target.items()) != list(saved.items()):
-        target.clear()
-        target.update(saved)
-
-
-def _member(target: set[str], item: str, present: bool) -> None:
-    if present:
-        target.add(item)
-    else:
-        target.discard(item)
