@@ -15,6 +15,7 @@ from domain.commands import DispatchReason, NodeCommand, Preempt, PreemptReason
 from domain.cycle import awaiting
 from domain.cycle.fitting import Fitter, started_reason
 from domain.cycle.framework import Attempt, Outcome, PluginSet, PreemptionRule, QueuePolicy
+from domain.cycle.look_alikes import LookAlikeKeys
 from domain.cycle.reclaim_reasons import reclaim_reason
 from domain.cycle.statement import Statement
 from domain.cycle.try_facts import FAILED, TryFacts
@@ -45,9 +46,6 @@ class Session:
         # Per job shape: (lasting changes when a job of that shape was found blocked, the
         # answer then: BLOCKED and why).
         self._blocked: dict[ShapeKey, tuple[int, tuple[Outcome, Reason | None]]] = {}
-        # Per queue: whether some preemption rule may read its jobs' priority (kept with the
-        # configuration, for these rules: see `_reads_priority`).
-        self._priority_read = _priority_reads(state, plugins)
         # Neither helper (this one, the victim search below) keeps a strong reference back
         # to the session: a finished cycle is then freed at once by reference counting,
         # never left for the cyclic garbage collector, whose passes over a large state are
@@ -61,6 +59,9 @@ class Session:
         # Made on first use: most cycles search no victims (see `_victims`).
         self._victim_search: VictimSearch | None = None
         self._facts = TryFacts(statement)  # what a try found of each rule, asked again
+        # The look-alike key of a pending job (`LookAlikeKeys.key`), bound once: asked for
+        # every job a walk reaches.
+        self._shape = LookAlikeKeys(state, plugins, weakref.proxy(self)).key
         self._explicit: frozenset[str] | None = None
 
     # -- the view policies and rules get ---------------------------------------------------
@@ -141,7 +142,7 @@ class Session:
 
         A job like one found blocked in this cycle, with no lasting change since, is blocked
         for the same reason: a blocked try changes nothing that lasts (its trials roll back),
-        and what it reads of the job is its shape (`_shape`). So a backlog of look-alike jobs
+        and what it reads of the job is its shape (`LookAlikeKeys.key`). So a backlog of look-alike jobs
         costs one try per shape until something is placed, stopped or freed. A job with room
         held for it, victims awaited or displacers to respect is always tried in full.
         Priority is part of the shape only when a preemption rule may read it: fitting,
@@ -208,36 +209,6 @@ class Session:
         if first_reason is not None and first_reason.kind is ReasonKind.CAPACITY:
             first_reason = reclaim_reason(self, job, first_reason) or first_reason
         return Outcome.BLOCKED, first_reason
-
-    def _shape(self, job: Job) -> ShapeKey | None:
-        """Everything trying a pending job reads of it (its priority only when some rule
-        may), as the key all jobs of that shape share; or None for a job whose try also reads
-        its own history (held room, awaited victims, who displaced it)."""
-        if job.held or job.awaiting or job.displaced_by or job.status is not _PENDING:
-            return None
-        priority = self._priority_read.get(job.queue)
-        if priority is None:
-            priority = self._reads_priority(job)
-        key = job.shape_key
-        if key is None or key.priority is not priority:
-            shape = job.shape(priority=priority)
-            shared = self._state.shape_keys
-            key = shared.get(shape)
-            if key is None:
-                key = shared[shape] = ShapeKey(shape, priority)
-            job.shape_key = key
-        return key
-
-    def _reads_priority(self, job: Job) -> bool:
-        """Asked once per queue until the configuration changes: a rule's answer reads only
-        the job's queue and the configuration (PreemptionRule.reads_priority)."""
-        known = self._priority_read.get(job.queue)
-        if known is None:
-            rules = self._plugins.preemption_rules
-            known = self._priority_read[job.queue] = any(
-                rule.reads_priority(self, job) for rule in rules
-            )
-        return known
 
     def _victims(self) -> VictimSearch:
         """The cycle's victim search, made on its first use."""
@@ -341,19 +312,4 @@ class Session:
         return commands
 
 
-# Read once: an enum member read through its class costs a lookup, and `_shape` runs for
-# every pending job a cycle reaches.
-_PENDING = JobStatus.PENDING
 _PREEMPT = Trusted(Preempt)  # built from the cycle's own values (domain/trusted.py)
-
-
-def _priority_reads(state: State, plugins: PluginSet) -> dict[str, bool]:
-    """The answers of `Session._reads_priority` so far, per queue, kept in the state's
-    configuration memo for these preemption rules (another rule set starts anew)."""
-    memo = state.configuration_memo
-    kept = memo.get("reads_priority")
-    rules = plugins.preemption_rules
-    if not isinstance(kept, tuple) or kept[0] is not rules:
-        kept = memo["reads_priority"] = (rules, {})
-    answers: dict[str, bool] = kept[1]
-    return answers

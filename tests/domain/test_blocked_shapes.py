@@ -11,7 +11,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.cycle import session
+from domain.cycle import look_alikes, session
 from domain.cycle.framework import CycleView, Outcome
 from domain.pending import Standing
 from domain.plugins import Plugins
@@ -122,7 +122,7 @@ def test_look_alike_jobs_get_the_commands_and_reasons_of_full_tries(
 ) -> None:
     remembered = simulate(lines)
     with mock.patch.object(
-        session.Session, "_shape", lambda self, job: None
+        look_alikes.LookAlikeKeys, "key", lambda self, job: None
     ):  # every job tried in full
         tried = simulate(lines)
     assert remembered == tried
