@@ -50,25 +50,26 @@ from domain.events import JobFinished, NodeHeartbeat, Strict
 from streams import topics
 from streams.agent_config import AgentConfig as AgentConfig
 from streams.agent_config import default_state_dir
-from streams.agent_kafka import AgentError as AgentError
 from streams.agent_kafka import (
+    POLL_MS,
+    commands_consumer,
     commit_within,
     position_commands,
     position_rejected,
+    rejections_consumer,
     topic_exists,
     watch_rejections,
 )
+from streams.agent_kafka import AgentError as AgentError
 from streams.agent_logs import LogShipper, logs_dir
 from streams.agent_metrics import AgentMonitor
 from streams.agent_process import Exit
 from streams.agent_runs import Background, Launch, Runs, launch_of, task_environment
 from streams.agent_state import AgentState, NodeHeldError, hold_node
-from streams.kafka_io import idempotent_producer, security_options
+from streams.kafka_io import idempotent_producer
 from streams.metrics import serving
 
 log = logging.getLogger("quotaflow.agent")
-
-POLL_MS = 200
 
 
 class Agent:
@@ -114,21 +115,7 @@ class Agent:
             raise AgentError("the agent needs its node state (hold_node) to run")
         state = self.state
         producer = idempotent_producer(config.bootstrap)
-        commands = AIOKafkaConsumer(
-            bootstrap_servers=config.bootstrap,
-            **security_options(),
-            group_id=config.group_id,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="latest",
-        )
-        rejected = AIOKafkaConsumer(
-            bootstrap_servers=config.bootstrap,
-            **security_options(),
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="latest",
-        )
+        commands, rejected = commands_consumer(config), rejections_consumer(config)
         async with contextlib.AsyncExitStack() as clients:
             for client in (producer, commands, rejected):
                 # Registered before start(): a client that half-started is still closed.

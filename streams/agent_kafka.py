@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams import topics
 from streams.agent_config import AgentConfig, partition_for
-from streams.kafka_io import REQUEST_TIMEOUT_MS, partitions_of, topic_configs
+from streams.kafka_io import REQUEST_TIMEOUT_MS, partitions_of, security_options, topic_configs
 
 POLL_MS = 200
 # aiokafka retries an offset commit for as long as the group coordinator answers with
@@ -32,6 +32,31 @@ log = logging.getLogger("quotaflow.agent")
 
 class AgentError(RuntimeError):
     """The agent cannot run (e.g. its topics do not exist); the message says what to do."""
+
+
+def commands_consumer(config: AgentConfig) -> AIOKafkaConsumer:
+    """The reader of the node's commands, in the agent's own consumer group: its position
+    is committed after each command is acted on (`commit_within`)."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=config.bootstrap,
+        **security_options(),
+        group_id=config.group_id,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="latest",
+    )
+
+
+def rejections_consumer(config: AgentConfig) -> AIOKafkaConsumer:
+    """The reader of the scheduler's refusals (`watch_rejections`), in no group: it starts at
+    the end each time."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=config.bootstrap,
+        **security_options(),
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="latest",
+    )
 
 
 async def within_start(step: Awaitable[T], what: str) -> T:
