@@ -123,14 +123,28 @@ def cached_candidates(
     return (queue_id for queue_id in found if queue_id != own)
 
 
-def cached_admission(
-    cycle: CycleView, key: tuple[object, ...], compute: Callable[[], bool]
+def admits_victim(
+    cycle: CycleView,
+    rule: str,
+    job: Job,
+    victim: Job,
+    admits_queue: Callable[[CycleView, Job, str], bool],
 ) -> bool:
-    """A reclaim rule's verdict on a victim queue for a preemptor's queue and request:
-    `compute` reads only the two queues' usages, fair shares and deserved quotas and the
-    request, so every running job of one victim queue gets the same verdict and a walk over
-    them costs one check."""
-    return cycle.memo("reclaim_admissions", _Admissions).get(cycle, key, compute)
+    """A reclaim rule's verdict on a victim: never one of the job's own queue; then the
+    rule's verdict on the victim's queue (`admits_queue`), kept per rule, preemptor's queue,
+    request and victim queue: it reads only the two queues' usages, fair shares and deserved
+    quotas and the request, so every running job of one victim queue gets the same verdict
+    and a walk over them costs one check. Explicit PAI rules dominate fairness: never take
+    back from who displaced the job, directly or through a chain of preemptions. That is
+    asked second: the queues' verdict is a lookup, and asked the other way round (could the
+    victim take back?) it is mostly no."""
+    if victim.queue == job.queue:
+        return False
+    key = (rule, job.queue, job.per_task, job.tasks, victim.queue)
+    admissions = cycle.memo("reclaim_admissions", _Admissions)
+    if not admissions.get(cycle, key, lambda: admits_queue(cycle, job, victim.queue)):
+        return False
+    return victim.id not in explicit_superiors(cycle, job)
 
 
 def _usage_now(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:
@@ -213,15 +227,7 @@ class Reclaim:
                 yield queue_id
 
     def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
-        if victim.queue == job.queue:
-            return False
-        key = ("reclaim", job.queue, job.per_task, job.tasks, victim.queue)
-        if not cached_admission(cycle, key, lambda: self._admits_queue(cycle, job, victim.queue)):
-            return False
-        # Explicit PAI rules dominate fairness: never take back from who displaced us, directly
-        # or through a chain of preemptions. Asked second: the queues' verdict is a lookup, and
-        # asked the other way round (could the victim take back?) it is mostly no.
-        return victim.id not in explicit_superiors(cycle, job)
+        return admits_victim(cycle, "reclaim", job, victim, self._admits_queue)
 
     def _admits_queue(self, cycle: CycleView, job: Job, victim_queue: str) -> bool:
         state = cycle.state

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from domain.commands import PreemptReason
-from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import CycleView
 from domain.quota import UNLIMITED
 from domain.resources import Resources
@@ -32,8 +31,8 @@ from domain.rules.reclaim import (
     Asked,
     Entity,
     _usage,
+    admits_victim,
     below_meeting_point,
-    cached_admission,
     cached_candidates,
     requested,
 )
@@ -99,12 +98,7 @@ class ReclaimDeserved:
                 yield queue_id
 
     def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
-        if victim.queue == job.queue:
-            return False
-        key = ("reclaim_deserved", job.queue, job.per_task, job.tasks, victim.queue)
-        if not cached_admission(cycle, key, lambda: self._admits_queue(cycle, job, victim.queue)):
-            return False
-        return victim.id not in explicit_superiors(cycle, job)  # as in Reclaim.admits
+        return admits_victim(cycle, "reclaim_deserved", job, victim, self._admits_queue)
 
     def _admits_queue(self, cycle: CycleView, job: Job, victim_queue: str) -> bool:
         state = cycle.state
