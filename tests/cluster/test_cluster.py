@@ -114,7 +114,7 @@ def test_cli_flow_on_three_brokers(all_nodes_up: ClusterHandle, tmp_path: Path) 
             from streams.replay import read_journal
 
             journal = await read_journal(bootstrap, prefix, "flow")
-            return len({r.event.job for r in journal if r.event.type == "JobFinished"}) == 3  # type: ignore[attr-defined]
+            return len({r.event.job for r in journal if r.event.type == "JobFinished"}) == 3
 
         asyncio.run(wait_for(finished, "three jobs to finish on the cluster"))
         audit = subprocess.run(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools import cluster
+from devtools import broker, cluster
 from devtools.kafka_home import project_root
 
 
@@ -19,7 +19,7 @@ def test_a_cluster_whose_picked_port_is_taken_starts_again_on_new_ports(
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        real = cluster._pick_ports
+        real = broker._pick_ports
         first = [(taken, real(None, None)[1])]
         monkeypatch.setattr(
             cluster, "_pick_ports", lambda port, cport: first.pop() if first else real(port, cport)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from devtools.cluster import NodeLayout, broker_properties
-from domain.events import JournalRecord, NodeHeartbeat, Tick
+from domain.events import JournalRecord, NodeHeartbeat, ResourcesIn, Tick
 from streams.kafka_io import Topics
 from streams.standby import Follower
 
@@ -56,7 +56,7 @@ def test_a_single_node_cluster_keeps_replication_at_one() -> None:
 
 
 def _record(seq: int, ts: int) -> JournalRecord:
-    event = NodeHeartbeat(node="n1", capacity={"gpu": 8}) if seq == 1 else Tick()
+    event = NodeHeartbeat(node="n1", capacity=ResourcesIn(gpu=8)) if seq == 1 else Tick()
     return JournalRecord(seq=seq, ts=ts, event=event)
 
 

@@ -25,9 +25,10 @@ from domain.events import (
     JournalRecord,
     NodeHeartbeat,
     NodesAlive,
+    ResourcesIn,
 )
 
-FIELDS = {
+FIELDS: dict[str, list[Any]] = {
     "job": ["j-1", "a", "", "x" * 300, "é", "j 1"],
     "queue": ["q", "team-a", "", "Q!"],
     "node": ["n1", "node-00001", "", "n/1"],
@@ -152,7 +153,7 @@ def test_a_journal_record_is_the_events_wire_dict_with_seq_and_ts_last(
 
 def test_journal_records_decode_the_same_on_both_paths() -> None:
     records = [
-        JournalRecord(seq=1, ts=0, event=NodeHeartbeat(node="n1", capacity={"gpu": 8})),
+        JournalRecord(seq=1, ts=0, event=NodeHeartbeat(node="n1", capacity=ResourcesIn(gpu=8))),
         JournalRecord(seq=22, ts=1_700_000_000_000, event=JobStarted(job="a", node="n", attempt=1)),
         JournalRecord(seq=3, ts=5, event=NodesAlive(seen={"n1": 4, "n2": 0})),
         JournalRecord(

@@ -261,7 +261,8 @@ def test_residents_with_nowhere_to_go_are_passed_over_for_one_that_can_move() ->
 def test_what_could_be_lifted_is_known_per_node_selector() -> None:
     # Given x nodes n1 (a 1-GPU job r1, 3 free) and n5 (a 2-GPU and a 1-GPU job, 1 free),
     # and y nodes n2 and n3 (a 2-GPU job each, 2 free) and n4 (one GPU, free),
-    x, y = {"labels": {"zone": "x"}}, {"labels": {"zone": "y"}}
+    x: dict[str, Any] = {"labels": {"zone": "x"}}
+    y: dict[str, Any] = {"labels": {"zone": "y"}}
     cluster = Cluster()
     cluster.given(
         0,
@@ -273,7 +274,8 @@ def test_what_could_be_lifted_is_known_per_node_selector() -> None:
         node("n4", gpu=1, **y),
         node("n5", gpu=4, labels={"zone": "x", "rack": "5"}),
     )
-    zone_x, zone_y = {"node_selector": {"zone": "x"}}, {"node_selector": {"zone": "y"}}
+    zone_x: dict[str, Any] = {"node_selector": {"zone": "x"}}
+    zone_y: dict[str, Any] = {"node_selector": {"zone": "y"}}
     cluster.when(1, job("t5", "a", gpu=2, **zone_x), job("s3", "a", gpu=2, **zone_y))
     cluster.when(
         2,

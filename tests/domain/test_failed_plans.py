@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.actions import consolidate
+from domain.cycle.room import Room
 from tests.domain.harness import Cluster, event, job, node, queue
 from tests.domain.test_blocked_shapes import simulate
 
@@ -85,7 +86,7 @@ def test_moves_that_made_too_little_room_are_not_planned_again_for_a_job_of_that
     # Given two half-full nodes
     cluster = half_full_nodes()
     rooms: list[str] = []
-    real_room = consolidate.Room
+    real_room = Room
 
     def counting_room(state: Any, statement: Any, job: Any) -> Any:
         rooms.append(job.id)

@@ -273,10 +273,10 @@ def test_reclaim_keeps_victims_at_their_fair_share_and_spares_the_protected(
             # work-conserving use of idle capacity, not what the reclaim took.
             preemptors = {command.by for command in preempted}
             placed_on_free: dict[str, int] = {}
-            for command in cluster.last:
-                if command.type == "Dispatch" and command.job not in preemptors:
-                    placed = cluster.state.jobs[command.job]
-                    gpu = placed.per_task.gpu * command.tasks
+            for issued in cluster.last:
+                if issued.type == "Dispatch" and issued.job not in preemptors:
+                    placed = cluster.state.jobs[issued.job]
+                    gpu = placed.per_task.gpu * issued.tasks
                     placed_on_free[placed.queue] = placed_on_free.get(placed.queue, 0) + gpu
             # Per victim queue, the reclaimers that took from it in this round; per preemptor,
             # the queues it took from.

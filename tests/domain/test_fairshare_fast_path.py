@@ -4,6 +4,7 @@ claimants) equal the full sharing from scratch."""
 from __future__ import annotations
 
 import copy
+from unittest import mock
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -84,10 +85,6 @@ def _from_scratch_without_shortcut(state: State) -> State:
     fresh = copy.deepcopy(state)
     for queue in fresh.queues.values():
         queue.fair_share = queue.own_fair_share = queue.capped_demand = (0.0, 0.0, 0.0)
-    shortcut = fairshare.served_in_full
-    fairshare.served_in_full = lambda *args: False  # type: ignore[assignment]
-    try:
+    with mock.patch.object(fairshare, "served_in_full", lambda *args: False):
         fairshare.recompute(fresh, full=True)
-    finally:
-        fairshare.served_in_full = shortcut
     return fresh

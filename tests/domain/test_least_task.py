@@ -29,7 +29,9 @@ class BoundChecked(WatchedSimulator):
         super()._cycle_and_answer(ts)
         for queue_ in self.state.queues.values():
             least = queue_.least_task
-            for job_id in queue_.running if least is not None else ():
+            if least is None:
+                continue
+            for job_id in queue_.running:
                 asked = self.state.jobs[job_id].per_task
                 assert least.gpu <= asked.gpu, (queue_.id, job_id)
                 assert least.cpu <= asked.cpu, (queue_.id, job_id)

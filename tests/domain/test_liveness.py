@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from domain.codec import DecodeError, decode_ingress
@@ -59,7 +61,7 @@ def test_only_heartbeats_that_change_the_cores_view_need_a_record() -> None:
     cluster = Cluster()
     cluster.given(0, node("n1", gpu=8, labels={"zone": "a"}))
 
-    def heartbeat(**fields: object) -> NodeHeartbeat:
+    def heartbeat(**fields: Any) -> NodeHeartbeat:
         beat = node("n1", gpu=8, labels={"zone": "a"}, **fields)
         assert isinstance(beat, NodeHeartbeat)
         return beat

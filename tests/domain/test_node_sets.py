@@ -25,7 +25,7 @@ def _steps(victims: list[tuple[int, int, list[list[str]]]]) -> list[VictimStep]:
 
 def _order_of_steps(steps: list[VictimStep]) -> Any:
     def order(step: VictimStep) -> node_sets.Order:
-        victim = step.victim
+        victim: Any = step.victim  # a stand-in with `recent` (see _steps), not a Job
         return (victim.priority, 0 if step.shrink else 1, victim.recent, victim.id, step.index)
 
     return order
@@ -140,7 +140,10 @@ def _cheapest(
 def test_a_node_that_cannot_beat_the_cheapest_found_is_never_costed() -> None:
     # Given v0 (priority 0) alone on n0, enough for it, and v1 (priority 1) alone on n1
     victims = [(0, 0, [["n0"]]), (1, 0, [["n1"]])]
-    plans = {"n0": (True, 0, frozenset()), "n1": (True, 0, frozenset())}
+    plans: dict[str, tuple[bool, int, frozenset[str]]] = {
+        "n0": (True, 0, frozenset()),
+        "n1": (True, 0, frozenset()),
+    }
     # When the cheapest set is asked for
     found, costed = _cheapest(victims, plans)
     # Then it is v0's, and n1, whose every step disturbs priority 1, was never tried
@@ -163,7 +166,10 @@ def test_a_node_disturbing_one_victim_beats_an_earlier_node_that_needs_two() -> 
     # Given n0 that needs v0 (priority 0) and then v1 (priority 1) to grow, and n1 that
     # needs only v2 (priority 1, started after v1)
     victims = [(0, 0, [["n0"]]), (1, -3, [["n0"]]), (1, 0, [["n1"]])]
-    plans = {"n0": (True, 1, frozenset()), "n1": (True, 0, frozenset())}
+    plans: dict[str, tuple[bool, int, frozenset[str]]] = {
+        "n0": (True, 1, frozenset()),
+        "n1": (True, 0, frozenset()),
+    }
     # When the cheapest set is asked for
     found, costed = _cheapest(victims, plans)
     # Then n1 is still tried after n0's set was costed, and its one victim wins

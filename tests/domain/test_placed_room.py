@@ -16,7 +16,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.cycle import victims
+from domain.cycle import candidates, victims
 from domain.cycle.room import Room, VictimStep, victim_steps
 from domain.cycle.room_bounds import AllTaken
 from domain.cycle.statement import Statement
@@ -28,7 +28,9 @@ from tests.domain.test_failed_plans import fragmenting_arrivals
 from tests.domain.test_reclaim_properties import scenarios
 
 
-def counted_afresh(placements: list[tuple[str, str, Resources, int]]) -> dict[str, dict]:
+def counted_afresh(
+    placements: list[tuple[str, str, Resources, int]],
+) -> dict[str, dict[str, Resources]]:
     """Per queue, per node, what the placements add up to."""
     counted: dict[str, dict[str, Resources]] = {}
     for queue_id, node_id, per_task, tasks in placements:
@@ -170,7 +172,7 @@ def test_a_search_whose_queues_could_not_free_a_node_lists_no_victim() -> None:
     cluster = scattered_over_share()
     assert {cluster.job(j).placements.get("n1", 0) for j in ("c1", "b1")} == {1}
     listed: list[str] = []
-    real = victims.candidate_steps
+    real = candidates.candidate_steps
 
     def counting(cycle: Any, search: Any, job_: Any, rule: Any, queues: Any) -> Any:
         listed.append(job_.id)
@@ -231,7 +233,7 @@ def test_a_queue_is_counted_for_no_more_than_it_may_release() -> None:
     assert cluster.job("b2").placements == {"n1": 1}
     assert cluster.job("c2").placements == {"n2": 1}
     listed: list[str] = []
-    real = victims.candidate_steps
+    real = candidates.candidate_steps
 
     def counting(cycle: Any, search: Any, job_: Any, rule: Any, queues: Any) -> Any:
         listed.append(type(rule).__name__)

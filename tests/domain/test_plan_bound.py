@@ -104,7 +104,9 @@ def big_arrives(bounded: bool) -> tuple[list[tuple[str, str, str, str]], list[st
         contextlib.nullcontext() if bounded else every_plan_judged(),
     ):
         cluster.when(2, job("big", "a", gpu=4))
-    issued = [(c.type, c.job, c.node, getattr(c, "reason", "")) for c in cluster.last]
+    issued: list[tuple[str, str, str, str]] = [
+        (c.type, c.job, c.node, getattr(c, "reason", "")) for c in cluster.last
+    ]
     return issued, judged
 
 

@@ -19,7 +19,9 @@ def queue(name: str, parent: str | None, quota: int, **preemption: Any) -> dict[
     return queue_line(name, parent, quota, {"within_queue": False, **preemption})
 
 
-def job(name: str, queue: str, priority: int, module: str, gpu: float, **fields: Any) -> dict:
+def job(
+    name: str, queue: str, priority: int, module: str, gpu: float, **fields: Any
+) -> dict[str, Any]:
     return {
         "type": "JobSubmitted",
         "ts": 0,

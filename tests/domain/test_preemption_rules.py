@@ -21,7 +21,7 @@ def gpu(quota: float, weight: float | None = None, limit: float = -1) -> dict[st
 
 
 def preempts(commands: list[NodeCommand]) -> list[tuple[str, str, str | None]]:
-    return [(c.job, c.reason, c.by) for c in commands if c.type == "Preempt"]  # type: ignore[union-attr]
+    return [(c.job, c.reason, c.by) for c in commands if c.type == "Preempt"]
 
 
 def running(cluster: Cluster, *jobs: Event) -> None:

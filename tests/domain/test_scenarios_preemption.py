@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -69,19 +70,19 @@ EXPECTED: dict[str, list[Row]] = {
 }
 
 
-def run(name: str) -> list[dict[str, object]]:
+def run(name: str) -> list[dict[str, Any]]:
     lines = (SCENARIOS / f"{name}.jsonl").read_bytes().splitlines()
     return [orjson.loads(line) for line in simulate_lines(lines)]
 
 
-def row(item: dict[str, object]) -> Row:
+def row(item: dict[str, Any]) -> Row:
     return (
         str(item["type"]),
-        int(item["ts"]),  # type: ignore[call-overload]
-        item.get("job"),  # type: ignore[arg-type]
-        item.get("node"),  # type: ignore[arg-type]
-        item.get("attempt"),  # type: ignore[arg-type]
-        item.get("reason") if item["type"] != "Rejected" else None,  # type: ignore[arg-type]
+        int(item["ts"]),
+        item.get("job"),
+        item.get("node"),
+        item.get("attempt"),
+        item.get("reason") if item["type"] != "Rejected" else None,
     )
 
 

@@ -82,7 +82,7 @@ class Steps:
 
     def __init__(self) -> None:
         self.jobs: list[str] = []
-        self._walk = allocate.walk
+        self._walk = settled_walk.walk
 
     def __call__(self, cycle: Cycle, queue_: Queue, policy: QueuePolicy) -> Iterator[Job]:
         for stepped in self._walk(cycle, queue_, policy):

@@ -106,7 +106,7 @@ def test_lost_node_stops_the_rest_of_a_gang_and_of_an_elastic_job_below_min_task
         job("elastic", "a", tasks=4, min_tasks=3),
         job("flexible", "a", tasks=2, min_tasks=1),
     )
-    placed = {c.job: set() for c in cluster.last}
+    placed: dict[str, set[str]] = {c.job: set() for c in cluster.last}
     for command in cluster.last:
         placed[command.job].add(command.node)
     assert {job_id: len(nodes) for job_id, nodes in placed.items()} == {

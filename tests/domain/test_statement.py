@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from domain import fairshare
 from domain.actions.lifting import worth_lifting
+from domain.commands import PreemptReason
 from domain.cycle.framework import CycleView
 from domain.cycle.session import Session
 from domain.decider import apply
@@ -62,7 +63,8 @@ def _check_copies_memo(node: Node) -> None:
         if isinstance(key, tuple):  # a request with the room the job holds here
             per_task, own_hold, own_devices = key
             assert copies == fresh.copies(per_task, own_hold, dict(own_devices)), (node.id, key)
-        else:
+        else:  # a request alone
+            assert isinstance(key, Resources)
             assert copies == fresh.copies(key), (node.id, key, copies)
 
 
@@ -71,7 +73,9 @@ def _check_lifting_memo(state: State) -> None:
     are those it would find afresh now (domain/actions/lifting.py)."""
     for each in state.nodes.values():
         fresh = dataclasses.replace(each, copies_memo={}, lifting_memo={})
-        for (_, gpu, cpu, memory, selector), growers in each.lifting_memo.items():
+        for key, growers in each.lifting_memo.items():
+            assert isinstance(key, tuple)  # ("lifting", gpu, cpu, memory, selector)
+            _, gpu, cpu, memory, selector = key
             per_task = Resources(gpu, cpu, memory)
             assert growers == worth_lifting(state, fresh, per_task, selector), each.id
 
@@ -80,7 +84,7 @@ class NeverEnough:
     """A test rule that takes any lower-priority running job as a victim and never accepts the
     set: every search tries all its victims tentatively, then fails."""
 
-    reason = "priority"
+    reason: PreemptReason = "priority"
     explains = "never: a test rule"
     explicit = False
     fairness = False

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from domain import placement
 from domain.cycle import fitting
 from domain.reasons import ReasonKind, reason
 from domain.snapshot import encode_state
@@ -36,7 +37,7 @@ def preemptor_waiting(gpu_limit: float = -1) -> Cluster:
 
 def counting_placements() -> tuple[list[str], Any]:
     placed: list[str] = []
-    real = fitting.find_placement
+    real = placement.find_placement
 
     def find_placement(state: Any, job: Any, *args: Any, **kwargs: Any) -> Any:
         placed.append(job.id)

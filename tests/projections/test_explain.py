@@ -192,7 +192,7 @@ def test_preemption_explained_with_its_rule_and_preemptor(reason: str) -> None:
     build(j)
     preempts = [c for c in j.last if c.type == "Preempt"]
     assert preempts, f"the core issued no Preempt for the {reason} scenario"
-    assert {c.reason for c in preempts} == {reason}  # type: ignore[union-attr]
+    assert {c.reason for c in preempts} == {reason}
     victim = preempts[0].job
     explained = explain_job(j.view, victim)
     text = " ".join(explained.get("preemptions", [])) + " " + explained["summary"]
@@ -231,9 +231,9 @@ def test_cancel_and_node_loss_are_explained_without_a_preemptor() -> None:
     # One of the gang's nodes goes silent; the others keep beating.
     j.at(6_000, *(node(n, gpu=1) for n in (gang_nodes[0], placed["solo"])))
     j.tick(12_500)
-    assert [(c.job, c.reason) for c in j.last] == [("gang", "node_lost")]  # type: ignore[union-attr]
+    assert [(c.job, c.reason) for c in j.last] == [("gang", "node_lost")]
     j.at(12_600, event("JobCancelled", job="solo"))
-    assert [(c.job, c.reason) for c in j.last] == [("solo", "cancelled")]  # type: ignore[union-attr]
+    assert [(c.job, c.reason) for c in j.last] == [("solo", "cancelled")]
     for victim, reason in (("gang", "node_lost"), ("solo", "cancelled")):
         explained = explain_job(j.view, victim)
         text = " ".join(explained.get("preemptions", [])) + " " + explained["summary"]

@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from domain.codec import event_to_wire
+from domain.events import QueueConfigured
 from domain.simulation import Simulator
 from projections import whatif, whatif_render
 from tests.domain.harness import job, node, queue
@@ -60,7 +61,7 @@ def test_durations_come_from_the_journal_when_jobs_have_none() -> None:
 def test_wildcard_override_applies_to_every_queue_and_bad_files_say_why() -> None:
     overrides = whatif.parse_overrides({"queues": {"*": {"policy": {"kind": "intelligent"}}}})
     items = whatif.with_overrides(whatif.workload(journal().records), overrides)
-    kinds = {e.queue: e.policy.kind for _, e in items if e.type == "QueueConfigured"}
+    kinds = {e.queue: e.policy.kind for _, e in items if isinstance(e, QueueConfigured)}
     assert kinds == {"a": "intelligent", "b": "intelligent"}
     with pytest.raises(whatif.WhatIfError, match="not in the journal: zz"):
         whatif.compare(

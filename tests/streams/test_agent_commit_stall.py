@@ -34,7 +34,8 @@ async def test_an_agent_whose_commit_never_finishes_goes_on_acting_on_commands(
     await produce(kafka_bootstrap, topics.admin, [QUEUE], key="research")
     monkeypatch.setattr(streams.agent_kafka, "COMMIT_BOUND_S", 2.0)
     real_commit = AIOKafkaConsumer.commit
-    armed, stalled = [False], []
+    armed = [False]
+    stalled: list[int] = []
 
     async def stalls_once(self: AIOKafkaConsumer, offsets: Any = None) -> None:
         # The first commit after the agent registered never returns, as while aiokafka

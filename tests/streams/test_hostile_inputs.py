@@ -11,6 +11,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 import streams.records
 from domain import limits
+from domain.codec import encode_command
 from domain.commands import NodeCommand
 from streams import topics as names
 from streams.kafka_io import Topics, TopicSettings, ensure_topics
@@ -134,7 +135,7 @@ async def test_a_command_that_cannot_be_encoded_rejects_the_input_that_caused_it
     # The limits keep every command encodable; this stands in for a core that one day is not.
     topics = await make_topics(kafka_bootstrap)
     cluster = "c-" + uuid.uuid4().hex[:6]
-    real_encode = streams.records.encode_command
+    real_encode = encode_command
 
     def encode(command: NodeCommand) -> bytes:
         if command.job == "boom":

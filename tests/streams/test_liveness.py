@@ -127,7 +127,7 @@ async def test_quiet_heartbeats_take_no_transaction_and_their_offsets_ride_the_n
             began.append(scheduler.state.seq)
             return await begin()
 
-        producer.begin_transaction = counted  # type: ignore[method-assign]
+        producer.begin_transaction = counted
         await produce(kafka_bootstrap, topics.nodes, [beat("node-a")] * 3, key="node-a")
 
         async def heard() -> bool:

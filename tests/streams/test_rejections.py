@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 import streams.transaction
+from domain.decider import apply
 from domain.events import Event
 from domain.state import State
 from tests.streams.test_sequencer import (
@@ -106,7 +107,7 @@ async def test_internal_error_rejects_that_input_and_the_scheduler_goes_on(
 ) -> None:
     topics = await make_topics(kafka_bootstrap)
     cluster = "c-" + uuid.uuid4().hex[:6]
-    real_apply = streams.transaction.apply
+    real_apply = apply
 
     def flaky_apply(state: State, event: Event, seq: int, ts: int) -> None:
         if event.type == "JobSubmitted" and event.job == "boom":

@@ -304,7 +304,7 @@ async def test_failed_transaction_is_redone_from_journal_and_offsets(
         producer = scheduler._producer
         assert producer is not None
         real = producer.send_offsets_to_transaction
-        failures = []
+        failures: list[Any] = []
 
         async def flaky(offsets: Any, group_id: str) -> None:
             if not failures:
@@ -312,7 +312,7 @@ async def test_failed_transaction_is_redone_from_journal_and_offsets(
                 raise KafkaConnectionError("broker went away (injected)")
             await real(offsets, group_id)
 
-        producer.send_offsets_to_transaction = flaky  # type: ignore[method-assign]
+        producer.send_offsets_to_transaction = flaky
         await produce(kafka_bootstrap, topics.jobs, [job("job-1"), job("job-2")])
 
         async def both_dispatched() -> list[tuple[bytes | None, dict[str, Any]]] | None:

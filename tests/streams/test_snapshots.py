@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from domain.decider import close_group, fold, initial_state
+from domain.events import JournalRecord
 from domain.snapshot import encode_state
 from domain.state import State
 from streams.kafka_io import Topics, idempotent_producer, read_to_end
@@ -70,12 +71,11 @@ async def write_history(bootstrap: str, topics: Topics, cluster: str) -> None:
         await seed_cluster(bootstrap, topics, cluster)
         for index in range(5):
             await produce(bootstrap, topics.jobs, [job(f"job-{index}")], key=f"job-{index}")
-            await wait_journaled(
-                bootstrap,
-                topics,
-                cluster,
-                lambda r, i=index: r.event.type == "JobSubmitted" and r.event.job == f"job-{i}",
-            )
+
+            def submitted(r: JournalRecord, i: int = index) -> bool:
+                return r.event.type == "JobSubmitted" and r.event.job == f"job-{i}"
+
+            await wait_journaled(bootstrap, topics, cluster, submitted)
 
 
 async def test_a_restart_starts_from_the_newest_snapshot_and_equals_a_full_fold(

@@ -18,7 +18,9 @@ from aiokafka.errors import KafkaConnectionError
 
 import streams.snapshots
 import streams.transaction
-from streams.kafka_io import Topics
+from domain.decider import close_group
+from domain.snapshot import encode_state
+from streams.kafka_io import Topics, transactional_producer
 from streams.metrics import SchedulerMonitor
 from streams.replay import replay
 from streams.replay_sources import read_snapshots
@@ -81,7 +83,7 @@ async def seeded(bootstrap: str, tick_ms: int, jobs: list[str]) -> AsyncIterator
     commands = [c for _, c in await commands_of(bootstrap, topics)]
     assert sorted(c["job"] for c in commands if c["type"] == "Dispatch") == jobs
     journal = await journal_of(bootstrap, topics, cluster)
-    assert sorted(r.event.job for r in journal if r.event.type == "JobSubmitted") == jobs  # type: ignore[union-attr]
+    assert sorted(r.event.job for r in journal if r.event.type == "JobSubmitted") == jobs
     assert [r.seq for r in journal] == list(range(1, len(journal) + 1))
     assert await read_raw(bootstrap, topics.rejected) == []
     report = await replay(bootstrap, topics.prefix, cluster)
@@ -182,7 +184,7 @@ async def test_a_recovery_whose_offset_fetch_never_finishes_is_tried_again(
         # The batch's transaction fails; the recovery that follows finds its first fetch of
         # the committed offsets unanswered, as while the coordinator keeps answering retriable
         # errors, and must give it up and recover again.
-        producer.send_offsets_to_transaction = fails_once  # type: ignore[method-assign]
+        producer.send_offsets_to_transaction = fails_once
         stalled = stall_once(run.scheduler._require_consumer(), "committed", lambda: bool(failed))
         await run.submit(JOBS, "both jobs dispatched after the stalled recovery")
         assert failed and stalled, "the failure or the stall was never injected"
@@ -197,7 +199,7 @@ async def test_a_producer_that_cannot_be_replaced_at_once_is_replaced_by_the_nex
         stalled = stall_offsets_once(run.scheduler._require_producer())
         # The producer that replaces the stalled one cannot reach Kafka at first: the
         # scheduler is left without one until its next recovery starts another.
-        make = streams.transaction.transactional_producer
+        make = transactional_producer
         refused: list[int] = []
 
         def unreachable_once(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
@@ -208,7 +210,7 @@ async def test_a_producer_that_cannot_be_replaced_at_once_is_replaced_by_the_nex
                 async def refuse() -> None:
                     raise KafkaConnectionError("Unable to bootstrap from the broker (injected)")
 
-                producer.start = refuse  # type: ignore[method-assign]
+                producer.start = refuse
             return producer
 
         monkeypatch.setattr(streams.transaction, "transactional_producer", unreachable_once)
@@ -225,7 +227,7 @@ async def test_a_cycle_longer_than_the_bound_is_not_a_stall(
     # against the bound, or such a batch would be given up and run again for ever.
     long: list[int] = []
     async with seeded(kafka_bootstrap, 60_000, ["job-1"]) as run:
-        long_cycle = slowed(streams.transaction.close_group, long)
+        long_cycle = slowed(close_group, long)
         monkeypatch.setattr(streams.transaction, "close_group", long_cycle)
         await run.submit(["job-1"], "job-1 dispatched after its long cycle")
         assert long, "no cycle was made long"
@@ -237,9 +239,7 @@ async def test_a_snapshot_slower_to_encode_than_the_bound_is_written(
 ) -> None:
     # Encoding is the core's time too (12.6 s at 10,000 nodes and 100,000 pending jobs).
     slow: list[int] = []
-    monkeypatch.setattr(
-        streams.snapshots, "encode_state", slowed(streams.snapshots.encode_state, slow)
-    )
+    monkeypatch.setattr(streams.snapshots, "encode_state", slowed(encode_state, slow))
     async with seeded(kafka_bootstrap, 60_000, ["job-1"]) as run:
         run.scheduler.snapshots.every_records = 1  # one due after every batch that journals
         await run.submit(["job-1"], "job-1 dispatched")

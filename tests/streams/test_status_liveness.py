@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -57,7 +58,7 @@ async def test_liveness_says_up_then_stopped_and_metrics_count_what_happened(
         assert s[("quotaflow_snapshots_total", (("outcome", "written"),))] >= 1
         assert s[("quotaflow_journal_records_total", (("kind", "event"),))] == 3
 
-        async def up() -> dict | None:
+        async def up() -> dict[str, Any] | None:
             record = (await read_status(kafka_bootstrap, topics.prefix)).get("scheduler/default")
             return record if record and record["journal_seq"] >= 3 else None
 
