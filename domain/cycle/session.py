@@ -142,11 +142,11 @@ class Session:
 
         A job like one found blocked in this cycle, with no lasting change since, is blocked
         for the same reason: a blocked try changes nothing that lasts (its trials roll back),
-        and what it reads of the job is its shape (`LookAlikeKeys.key`). So a backlog of look-alike jobs
-        costs one try per shape until something is placed, stopped or freed. A job with room
-        held for it, victims awaited or displacers to respect is always tried in full.
-        Priority is part of the shape only when a preemption rule may read it: fitting,
-        the resolvers and the reclaim rules never do."""
+        and what it reads of the job is its shape (`LookAlikeKeys.key`). So a backlog of
+        look-alike jobs costs one try per shape until something is placed, stopped or freed.
+        A job with room held for it, victims awaited or displacers to respect is always tried
+        in full. Priority is part of the shape only when a preemption rule may read it:
+        fitting, the resolvers and the reclaim rules never do."""
         known = self.known_verdict(job)
         if known is not None:
             return known
