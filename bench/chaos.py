@@ -48,12 +48,12 @@ from tests.support.flow import (
     all_finished,
     job,
     node_agents,
-    outcome,
     partition_leader,
     quotaflow_command,
     send,
     wait_for,
 )
+from tests.support.outcome import outcome
 
 ACTIONS = ("leader", "follower", "stop", "scheduler")
 CLUSTER = "chaos"

@@ -25,13 +25,13 @@ from tests.support.flow import (
     SchedulerProcess,
     all_finished,
     node_agents,
-    outcome,
     partition_leader,
     quotaflow_command,
     send,
     stream_jobs,
     wait_for,
 )
+from tests.support.outcome import outcome
 
 pytestmark = [pytest.mark.kafka, pytest.mark.e2e]
 

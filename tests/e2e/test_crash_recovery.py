@@ -18,10 +18,10 @@ from tests.support.flow import (
     QUEUE,
     ROOT,
     SchedulerProcess,
-    outcome,
     stream_with_kills,
     wait_for,
 )
+from tests.support.outcome import outcome
 
 pytestmark = [pytest.mark.kafka, pytest.mark.e2e]
 

@@ -13,10 +13,10 @@ from tests.streams.test_sequencer import make_topics, produce, wait_journaled
 from tests.support.flow import (
     QUEUE,
     SchedulerProcess,
-    outcome,
     stream_with_kills,
     wait_for,
 )
+from tests.support.outcome import outcome
 
 pytestmark = [pytest.mark.kafka, pytest.mark.e2e]
 
