@@ -5,17 +5,26 @@ EndTxn) cost the scheduler 2-3 ms of CPU however many inputs it carries. While t
 transaction that wrote began less than `window_ms` ago, a batch keeps fetching until the
 window has passed (or it holds `max_batch` inputs), so the inputs of that time share one
 transaction; after a quiet spell a batch goes at once. docs/kafka.md, "Batch window".
+
+The wait for a batch's first input (up to `tick_ms`, 60 s at most) is cut into slices of
+STOP_SLICE_MS, so a scheduler asked to stop (SIGTERM) stops within one slice rather than at
+the end of the wait.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-__all__ = ["BatchWindow"]
+__all__ = ["STOP_SLICE_MS", "BatchWindow"]
 
 Batch = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+
+# The longest a wait for input goes without looking whether the scheduler is asked to stop.
+# A slice costs one `getmany` on records already fetched (no request to the broker).
+STOP_SLICE_MS = 200
 
 
 class BatchWindow:
@@ -32,6 +41,20 @@ class BatchWindow:
     def wrote(self, began: float) -> None:
         """A batch that began at `began` (from `now()`) wrote to the broker."""
         self._wrote_at = began
+
+    @staticmethod
+    async def first(
+        consumer: AIOKafkaConsumer, wait_ms: int, max_batch: int, stopping: Callable[[], bool]
+    ) -> Batch:
+        """A batch's first records: waits up to `wait_ms` for them, or until `stopping()`."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            batch: Batch = await consumer.getmany(
+                timeout_ms=min(left_ms, STOP_SLICE_MS), max_records=max_batch
+            )
+            if batch or left_ms <= STOP_SLICE_MS or stopping():
+                return batch
 
     async def gather(self, consumer: AIOKafkaConsumer, batch: Batch, max_batch: int) -> None:
         """Adds to `batch`, in place, what arrives until the window has passed."""

@@ -86,6 +86,7 @@ class Scheduler(Recovery, BatchTransactions):
         self.clock = clock
         self.max_batch = max_batch
         self.window = BatchWindow(batch_window_ms)  # under load, inputs share transactions
+        self._stop = asyncio.Event()  # set by the caller of `run` to stop it
         self.create_topics = create_topics
         self.topic_settings = topic_settings or TopicSettings()
         self.state: State = initial_state()
@@ -168,7 +169,7 @@ class Scheduler(Recovery, BatchTransactions):
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Runs until `stop` is set or a newer instance fences this one."""
-        stop = stop or asyncio.Event()
+        stop = self._stop = stop or asyncio.Event()
         try:
             await self.start()
             while not stop.is_set():
@@ -204,7 +205,7 @@ class Scheduler(Recovery, BatchTransactions):
         due = self._next_due()
         if due is not None:
             wait_ms = max(0, min(wait_ms, due - self.clock()))
-        batch = await consumer.getmany(timeout_ms=wait_ms, max_records=self.max_batch)
+        batch = await self.window.first(consumer, wait_ms, self.max_batch, self._stop.is_set)
         if batch:
             await self.window.gather(consumer, batch, self.max_batch)
         inputs = [record for tp in sorted(batch) for record in batch[tp]]

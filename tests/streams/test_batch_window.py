@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 
@@ -16,6 +17,7 @@ from tests.streams.test_sequencer import (
     job,
     journal_of,
     make_topics,
+    produce,
     seed_cluster,
     wait_journaled,
 )
@@ -64,3 +66,27 @@ async def test_without_a_window_each_arrival_has_its_own_transaction(
 ) -> None:
     stamps = await submitted_stamps(kafka_bootstrap, window_ms=0)
     assert stamps["job-1"] < stamps["job-2"] < stamps["job-3"]
+
+
+async def test_a_scheduler_asked_to_stop_while_waiting_for_input_stops_within_a_slice(
+    kafka_bootstrap: str,
+) -> None:
+    # With tick_ms at its largest and no timer due, the scheduler's wait for input lasts a
+    # minute; asked to stop in it (SIGTERM), it stops within a slice of that wait.
+    topics = await make_topics(kafka_bootstrap)
+    cluster = "c-" + uuid.uuid4().hex[:6]
+    config = {"type": "ClusterConfigured", "tick_ms": 60_000, "heartbeat_timeout_s": 3600}
+    scheduler = Scheduler(kafka_bootstrap, cluster, topics.prefix)
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop))
+    try:
+        await produce(kafka_bootstrap, topics.admin, [config])
+        await wait_journaled(
+            kafka_bootstrap, topics, cluster, lambda r: r.event.type == "ClusterConfigured"
+        )
+        await asyncio.sleep(1)  # the scheduler is back in its wait for input
+    finally:
+        stop.set()
+    began = time.monotonic()
+    await asyncio.wait_for(task, WAIT_S)
+    assert time.monotonic() - began < 20, "the stop waited for the end of tick_ms"
