@@ -47,12 +47,10 @@ from domain.events import (
     JournalRecord,
     NodeHeartbeat,
     QueueConfigured,
-    QueuePolicyConfig,
-    QueueResource,
-    ResourcesIn,
 )
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
+from domain.wire_types import QueuePolicyConfig, QueueResource, ResourcesIn
 
 SEED = 20_260_000
 POLICIES = ["fifo", "round_robin", "balance", "intelligent"]

@@ -21,8 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.core_bench import SEED, Core, cluster_setup, full_cluster, ms, percentile
-from domain.events import JobSubmitted, ResourcesIn
+from domain.events import JobSubmitted
 from domain.plugins import DEFAULT_PLUGINS
+from domain.wire_types import ResourcesIn
 from projections.metrics import exposition, registry_for
 from projections.view import View
 from streams.metrics import SchedulerMonitor, generate_latest

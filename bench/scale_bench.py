@@ -81,11 +81,9 @@ def run(
         JournalRecord,
         NodeHeartbeat,
         QueueConfigured,
-        QueuePolicyConfig,
-        QueueResource,
-        ResourcesIn,
     )
     from domain.plugins import DEFAULT_PLUGINS
+    from domain.wire_types import QueuePolicyConfig, QueueResource, ResourcesIn
 
     state = initial_state()
     seq = 0

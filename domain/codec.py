@@ -23,7 +23,6 @@ from domain.events import (
     NodeHeartbeat,
     QueueConfigured,
     QueueDeleted,
-    Strict,
 )
 from domain.limits import (
     ECHO_CHARS_MAX,
@@ -34,6 +33,7 @@ from domain.limits import (
     clip,
 )
 from domain.plugins import validation_context
+from domain.wire_types import Strict
 
 # Which event types each ingress topic accepts, so ACLs on topics mean something.
 INGRESS_TYPES: dict[str, tuple[type[Strict], ...]] = {

@@ -18,7 +18,6 @@ from domain.actions.reclaim_again import ReclaimAgain
 from domain.actions.reclaim_moves import reclaim_with_moves
 from domain.actions.settle import Settle
 from domain.cycle.framework import Action, PluginSet, PreemptionRule, QueuePolicy, Resolver
-from domain.events import POLICY_KINDS
 from domain.placement import PLACEMENTS, PlacementStrategy
 from domain.policies.balance import Balance
 from domain.policies.fifo import Fifo
@@ -31,6 +30,7 @@ from domain.rules.priority import WithinQueuePriority
 from domain.rules.reclaim import Reclaim
 from domain.rules.reclaim_deserved import ReclaimDeserved
 from domain.rules.self_level import SelfLevel
+from domain.wire_types import POLICY_KINDS
 
 
 def _by_kind(*policies: QueuePolicy) -> dict[str, QueuePolicy]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.events import PreemptionRules, QueueConfigured, QueuePolicyConfig
+from domain.events import QueueConfigured
 from domain.indexes import PendingIndex
 from domain.quota import QuotaSpec
 from domain.resources import ZERO, Resources
+from domain.wire_types import PreemptionRules, QueuePolicyConfig
 
 
 @dataclass(slots=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.events import QueueConfigured, QueueResource
+from domain.events import QueueConfigured
 from domain.resources import RESOURCE_NAMES, Resources, gpu_to_milli
+from domain.wire_types import QueueResource
 
 UNLIMITED = -1
 NO_LIMIT = (None, None, None)  # QuotaSpec.limit of a queue capped in no resource

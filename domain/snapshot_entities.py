@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from domain.devices import Assignment, DeviceLayout, NodeDevices, Usage
-from domain.events import EVENT_TYPES, Device, JobSubmitted, Strict
+from domain.events import EVENT_TYPES, Device, JobSubmitted
 from domain.reasons import Reason
 from domain.resources import Resources
 from domain.state import Job, JobStatus, Node, Stopping
+from domain.wire_types import Strict
 
 E = TypeVar("E", bound=Strict)
 

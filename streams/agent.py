@@ -46,7 +46,8 @@ from pydantic import ValidationError
 
 from domain.agent import AgentModel, Outcome, Reaction, Run
 from domain.commands import Dispatch, Preempt
-from domain.events import JobFinished, NodeHeartbeat, Strict
+from domain.events import JobFinished, NodeHeartbeat
+from domain.wire_types import Strict
 from streams import topics
 from streams.agent_config import AgentConfig as AgentConfig
 from streams.agent_config import default_state_dir

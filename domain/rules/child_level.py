@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 from domain.commands import PreemptReason
 from domain.cycle.framework import CycleView
-from domain.events import ChildLevelRule
 from domain.rules.self_level import in_range, subtree
 from domain.state import Job
+from domain.wire_types import ChildLevelRule
 
 
 class ChildLevel:

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 from domain.commands import PreemptReason
 from domain.cycle.framework import CycleView
-from domain.events import SelfLevelRule
 from domain.state import Job, State
+from domain.wire_types import SelfLevelRule
 
 
 def in_range(priority: int, bounds: tuple[int, int]) -> bool:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from devtools.cluster import NodeLayout, broker_properties
-from domain.events import JournalRecord, NodeHeartbeat, ResourcesIn, Tick
+from domain.events import JournalRecord, NodeHeartbeat, Tick
+from domain.wire_types import ResourcesIn
 from streams.kafka_io import Topics
 from streams.standby import Follower
 

@@ -19,14 +19,8 @@ from domain.codec import (
     encode_journaled,
     event_to_wire,
 )
-from domain.events import (
-    JobFinished,
-    JobStarted,
-    JournalRecord,
-    NodeHeartbeat,
-    NodesAlive,
-    ResourcesIn,
-)
+from domain.events import JobFinished, JobStarted, JournalRecord, NodeHeartbeat, NodesAlive
+from domain.wire_types import ResourcesIn
 
 FIELDS: dict[str, list[Any]] = {
     "job": ["j-1", "a", "", "x" * 300, "é", "j 1"],

@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-from domain.events import JobFinished, JobPreempted, JobStarted, Strict
+from domain.events import JobFinished, JobPreempted, JobStarted
+from domain.wire_types import Strict
 from streams.agent import Agent, AgentConfig
 
 
