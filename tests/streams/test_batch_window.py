@@ -18,6 +18,7 @@ from tests.streams.test_sequencer import (
     journal_of,
     make_topics,
     produce,
+    running_scheduler,
     seed_cluster,
     wait_journaled,
 )
@@ -76,17 +77,11 @@ async def test_a_scheduler_asked_to_stop_while_waiting_for_input_stops_within_a_
     topics = await make_topics(kafka_bootstrap)
     cluster = "c-" + uuid.uuid4().hex[:6]
     config = {"type": "ClusterConfigured", "tick_ms": 60_000, "heartbeat_timeout_s": 3600}
-    scheduler = Scheduler(kafka_bootstrap, cluster, topics.prefix)
-    stop = asyncio.Event()
-    task = asyncio.create_task(scheduler.run(stop))
-    try:
+    async with running_scheduler(kafka_bootstrap, topics, cluster):
         await produce(kafka_bootstrap, topics.admin, [config])
         await wait_journaled(
             kafka_bootstrap, topics, cluster, lambda r: r.event.type == "ClusterConfigured"
         )
         await asyncio.sleep(1)  # the scheduler is back in its wait for input
-    finally:
-        stop.set()
-    began = time.monotonic()
-    await asyncio.wait_for(task, WAIT_S)
+        began = time.monotonic()
     assert time.monotonic() - began < 20, "the stop waited for the end of tick_ms"
