@@ -160,11 +160,12 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
         elif node.devices == devices and node.labels == event.labels:
             # Heard again as it was: its room, and what a cycle derived from it, stand.
             refile = node.gpus.layout != layout
+        if node.labels != event.labels or node.gpus.layout != layout:
+            # Room of another kind, even if less: selectors may match it, devices differ.
+            state.node_index.grown.add(node.id)
+            state.needs_cycle = True
         if node.labels != event.labels:
             node.labels = dict(event.labels)
-            state.needs_cycle = True
-        if node.gpus.layout != layout:
-            state.needs_cycle = True
         node.capacity = capacity
         node.devices = devices
         node.gpus.layout = layout

@@ -86,13 +86,16 @@ _LIST_KEY = itemgetter(0)  # lists sort by (interactive, priority) alone
 class NodeIndex:
     """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
 
-    __slots__ = ("_entries", "_free", "_keys", "version")
+    __slots__ = ("_entries", "_free", "_keys", "grown", "version")
 
     def __init__(self) -> None:
         self._entries: list[tuple[int, int, int, str]] = []
         self._keys: dict[str, tuple[int, int, int, str]] = {}
         self._free = [0, 0, 0]  # sum over live nodes of their free capacity, each at least 0
         self.version = 0  # bumped on every change, so a cycle can reuse what it derived
+        # Live nodes whose free room did more than shrink since the parked preemptors last
+        # looked (domain/cycle/parked.py, which empties it); derived, never saved.
+        self.grown: set[str] = set()
 
     @property
     def free_total(self) -> Resources:
@@ -118,10 +121,16 @@ class NodeIndex:
             self.discard(node.id)
             self.version += 1
             return
+        old = self._keys.get(node.id)
         self._unfile(node.id)
         self.version += 1
         free = node.free
         key = (free.gpu, free.cpu, free.memory, node.id)
+        # Equal room is noted too: its devices, holds or labels may have changed.
+        if old is None or not (
+            key[0] <= old[0] and key[1] <= old[1] and key[2] <= old[2] and key != old
+        ):
+            self.grown.add(node.id)
         bisect.insort(self._entries, key)
         self._keys[node.id] = key
         self._count(key, 1)

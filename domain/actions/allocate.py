@@ -124,7 +124,10 @@ class Allocate:
                 statement.set(job, "blocked_since", None)
             # A job still waiting for the same victims changed nothing lasting, so no
             # queue's rank either: re-filing the queue would only pop it again.
-            return _REQUEUE if statement.lasting != lasting else _CONTINUE
+            if statement.lasting != lasting:
+                return _REQUEUE
+            cycle.tried_still_waiting(job)
+            return _CONTINUE
         if job.queue not in noted:  # only each queue's first blocked job is kept
             noted.add(job.queue)
             note_blocked(cycle, job)

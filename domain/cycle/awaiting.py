@@ -10,6 +10,7 @@ tries one: most wait cycle after cycle, and their try would change nothing.
 from __future__ import annotations
 
 from domain.cycle.fitting import Fitter, waiting_reason_held
+from domain.cycle.parked import Parked, parked_of
 from domain.cycle.statement import Statement
 from domain.state import Job, State
 
@@ -48,9 +49,33 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
     keeps for a preemptor whose awaited victims are the ones its reason names
     (`waiting_reason_held`)."""
     # Asked of every waiting preemptor a walk reaches (thousands a cycle on a large
-    # cluster): the plain attribute checks first.
-    if job.blocked_since is not None or not job.held or statement.tentative:
+    # cluster): one found waiting before is passed over on a lookup while nothing it could
+    # use changed (domain/cycle/parked.py); otherwise the plain attribute checks first.
+    if statement.tentative or not unchanged(state, job):
         return False
-    if not unchanged(state, job) or waiting_reason_held(job) is None:
+    parked = parked_of(state)
+    if parked.passes_over(state, job):
+        return True
+    if job.blocked_since is not None or not job.held or waiting_reason_held(job) is None:
         return False
-    return fitter.waits_for_room(job)
+    if not fitter.waits_for_room(job):
+        return False
+    _park(state, fitter, parked, job)
+    return True
+
+
+def tried_still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) -> None:
+    """After a try of the preemptor that found no size placeable and changed nothing: parks
+    it if a walk reaching it now would ask `still_waiting` and get yes, or try it and change
+    nothing (the reason it holds is the waiting one, it is not blocked)."""
+    if statement.tentative or job.blocked_since is not None or not job.held or not job.awaiting:
+        return
+    if unchanged(state, job) and waiting_reason_held(job) is not None:
+        _park(state, fitter, parked_of(state), job)
+
+
+def _park(state: State, fitter: Fitter, parked: Parked, job: Job) -> None:
+    # The answers above may rest on the cycle's memo of shapes that found no room; parked,
+    # the job is passed over in later cycles too, so no room is first found by looking.
+    if job.preemptible and not state.limited_path(job.queue) and fitter.finds_no_room(job):
+        parked.park(state, job)

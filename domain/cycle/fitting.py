@@ -43,6 +43,7 @@ class Fitter:
         # (or none) asking at least as much per task for at least as many tasks cannot fit.
         self._no_room: dict[Selector, list[tuple[Resources, int]]] = {}
         self._no_room_frees = -1
+        self._looked: tuple[tuple[int, int], str, int] | None = None  # the last search in vain
         # The same reason for the same shape while nothing changed.
         self._reasons: dict[tuple[Selector, Resources, int], tuple[int, Reason]] = {}
         # Room held for pending preemptors, summed per queue (see `_promised`).
@@ -77,8 +78,19 @@ class Fitter:
         if plan is None:
             if general:
                 self._remember_no_room(job, tasks)
+            self._looked = (self._changes(), job.id, tasks)
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
+
+    def finds_no_room(self, job: Job) -> bool:
+        """Whether no size of the job is placeable now, found by looking, not from the memo of
+        shapes (a size just looked for with nothing changed since is not looked for again)."""
+        placement, changes = self._placement(), self._changes()
+        return all(
+            self._looked == (changes, job.id, tasks)
+            or find_placement(self._state, job, tasks, placement) is None
+            for tasks in self.sizes(job)
+        )
 
     def waits_for_room(self, job: Job) -> bool:
         """Whether `fit` would find no size of the job placeable from what it knows already:

@@ -202,6 +202,11 @@ class Cycle(CycleView, Protocol):
         """Whether trying the job (awaiting victims) would leave it waiting, unchanged."""
         ...
 
+    def tried_still_waiting(self, job: Job) -> None:
+        """Notes that a try of the job (awaiting victims) left it waiting and changed
+        nothing: later walks may pass it over (domain/cycle/parked.py)."""
+        ...
+
     def look_alike_key(self, job: Job) -> ShapeKey | None:
         """The key the job's look-alikes share, or None for a job always tried in full."""
 

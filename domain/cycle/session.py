@@ -182,6 +182,9 @@ class Session:
     def still_waiting(self, job: Job) -> bool:
         return awaiting.still_waiting(self._state, self._statement, self._fitter, job)
 
+    def tried_still_waiting(self, job: Job) -> None:
+        awaiting.tried_still_waiting(self._state, self._statement, self._fitter, job)
+
     def look_alike_key(self, job: Job) -> ShapeKey | None:
         return self._shape(job)
 
