@@ -60,7 +60,7 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
         return False
     if not fitter.waits_for_room(job):
         return False
-    _park(state, fitter, parked, job)
+    _park(state, fitter, parked, job, held_take_none=True)  # as waits_for_room found
     return True
 
 
@@ -71,11 +71,13 @@ def tried_still_waiting(state: State, statement: Statement, fitter: Fitter, job:
     if statement.tentative or job.blocked_since is not None or not job.held or not job.awaiting:
         return
     if unchanged(state, job) and waiting_reason_held(job) is not None:
-        _park(state, fitter, parked_of(state), job)
+        _park(state, fitter, parked_of(state), job, held_take_none=False)
 
 
-def _park(state: State, fitter: Fitter, parked: Parked, job: Job) -> None:
+def _park(state: State, fitter: Fitter, parked: Parked, job: Job, held_take_none: bool) -> None:
     # The answers above may rest on the cycle's memo of shapes that found no room; parked,
     # the job is passed over in later cycles too, so no room is first found by looking.
-    if job.preemptible and not state.limited_path(job.queue) and fitter.finds_no_room(job):
+    if not job.preemptible or state.limited_path(job.queue):
+        return
+    if fitter.finds_no_room(job, held_take_none):
         parked.park(state, job)

@@ -82,13 +82,15 @@ class Fitter:
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
 
-    def finds_no_room(self, job: Job) -> bool:
+    def finds_no_room(self, job: Job, held_take_none: bool = False) -> bool:
         """Whether no size of the job is placeable now, found by looking, not from the memo of
-        shapes (a size just looked for with nothing changed since is not looked for again)."""
+        shapes (a size just looked for with nothing changed since is not looked for again).
+        `held_take_none`: the nodes it holds room on are known to take none of its tasks."""
         placement, changes = self._placement(), self._changes()
+        held = frozenset(job.held) if held_take_none else frozenset()
         return all(
             self._looked == (changes, job.id, tasks)
-            or find_placement(self._state, job, tasks, placement) is None
+            or find_placement(self._state, job, tasks, placement, held) is None
             for tasks in self.sizes(job)
         )
 
