@@ -162,7 +162,7 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
             refile = node.gpus.layout != layout
         if node.labels != event.labels or node.gpus.layout != layout:
             # Room of another kind, even if less: selectors may match it, devices differ.
-            state.node_index.grown.add(node.id)
+            state.node_index.note_grown(node.id)
             state.needs_cycle = True
         if node.labels != event.labels:
             node.labels = dict(event.labels)

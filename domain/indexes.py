@@ -86,7 +86,7 @@ _LIST_KEY = itemgetter(0)  # lists sort by (interactive, priority) alone
 class NodeIndex:
     """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
 
-    __slots__ = ("_entries", "_free", "_keys", "grown", "version")
+    __slots__ = ("_entries", "_free", "_keys", "grown", "growths", "version")
 
     def __init__(self) -> None:
         self._entries: list[tuple[int, int, int, str]] = []
@@ -96,6 +96,7 @@ class NodeIndex:
         # Live nodes whose free room did more than shrink since the parked preemptors last
         # looked (domain/cycle/parked.py, which empties it); derived, never saved.
         self.grown: set[str] = set()
+        self.growths = 0  # how many times a node was noted there: only grows
 
     @property
     def free_total(self) -> Resources:
@@ -130,10 +131,14 @@ class NodeIndex:
         if old is None or not (
             key[0] <= old[0] and key[1] <= old[1] and key[2] <= old[2] and key != old
         ):
-            self.grown.add(node.id)
+            self.note_grown(node.id)
         bisect.insort(self._entries, key)
         self._keys[node.id] = key
         self._count(key, 1)
+
+    def note_grown(self, node_id: str) -> None:
+        self.grown.add(node_id)
+        self.growths += 1
 
     def discard(self, node_id: str) -> None:
         if self._unfile(node_id):

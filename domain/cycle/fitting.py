@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from domain.cycle.framework import Attempt, Outcome
-from domain.cycle.no_room import no_room_reason
+from domain.cycle.no_room import NoRoomShapes, no_room_reason
 from domain.placement import PlacementStrategy, copies_held_for, find_placement
 from domain.quota_checks import admission_breach, protected_breach
 from domain.reasons import Reason, ReasonKind, reason
@@ -38,11 +38,7 @@ class Fitter:
         self._state = state
         self._placement = placement
         self._changes = changes
-        # Shapes (selector, per-task request, tasks) that found no room, valid while nothing
-        # was freed: free capacity only shrinks meanwhile, so any job with the same selector
-        # (or none) asking at least as much per task for at least as many tasks cannot fit.
-        self._no_room: dict[Selector, list[tuple[Resources, int]]] = {}
-        self._no_room_frees = -1
+        self._no_room = NoRoomShapes()  # shapes that found no room since the last free
         self._looked: tuple[tuple[int, int], str, int] | None = None  # the last search in vain
         # The same reason for the same shape while nothing changed.
         self._reasons: dict[tuple[Selector, Resources, int], tuple[int, Reason]] = {}
@@ -72,24 +68,28 @@ class Fitter:
         # one of its tasks yet (its victims still stopping): then find_placement places it
         # exactly as a job of its shape holding nothing, and the shape's memo applies.
         general = not job.held or not _held_room_now(self._state, job)
-        if general and self._known_no_room(job, tasks):
+        if general and self._no_room.known(job, tasks, self._changes()[1]):
             return Attempt(reason=self._capacity_reason(job, tasks))
         plan = find_placement(self._state, job, tasks, self._placement())
         if plan is None:
             if general:
-                self._remember_no_room(job, tasks)
+                self._no_room.remember(job, tasks, self._state.node_index.growths)
             self._looked = (self._changes(), job.id, tasks)
             return Attempt(reason=self._capacity_reason(job, tasks))
         return Attempt(plan=plan, tasks=tasks)
 
     def finds_no_room(self, job: Job, held_take_none: bool = False) -> bool:
-        """Whether no size of the job is placeable now, found by looking, not from the memo of
-        shapes (a size just looked for with nothing changed since is not looked for again).
-        `held_take_none`: the nodes it holds room on are known to take none of its tasks."""
+        """Whether no size of the job is placeable now, found by looking: the memo of shapes
+        is trusted only where no node's room grew since its shape found none (frees may miss
+        a growth, `NodeIndex.update` does not), and a size just looked for in vain with
+        nothing changed since is not looked for again. `held_take_none`: the nodes it holds
+        room on are known to take none of its tasks."""
         placement, changes = self._placement(), self._changes()
         held = frozenset(job.held) if held_take_none else frozenset()
+        growths = self._state.node_index.growths
         return all(
             self._looked == (changes, job.id, tasks)
+            or (held_take_none and self._no_room.seen_since(job, tasks, changes[1], growths))
             or find_placement(self._state, job, tasks, placement, held) is None
             for tasks in self.sizes(job)
         )
@@ -102,7 +102,9 @@ class Fitter:
             return False
         tasks = job.tasks
         for size in self.sizes(job) if job.min_tasks < tasks else (tasks,):
-            if self.breach(job, size) is not None or not self._known_no_room(job, size):
+            if self.breach(job, size) is not None or not self._no_room.known(
+                job, size, self._changes()[1]
+            ):
                 return False
         return True
 
@@ -247,28 +249,6 @@ class Fitter:
             for ancestor in state.ancestors(queue_id):
                 subtree[ancestor.id] = subtree.get(ancestor.id, ZERO) + held
         return subtree, own
-
-    def _known_no_room(self, job: Job, tasks: int) -> bool:
-        frees = self._changes()[1]
-        if self._no_room_frees != frees:
-            self._no_room.clear()
-            self._no_room_frees = frees
-            return False
-        for selector in ((), job.node_selector) if job.node_selector else ((),):
-            for per_task, failed_tasks in self._no_room.get(selector, ()):
-                if failed_tasks <= tasks and per_task.fits_in(job.per_task):
-                    return True
-        return False
-
-    def _remember_no_room(self, job: Job, tasks: int) -> None:
-        shapes = self._no_room.setdefault(job.node_selector, [])
-        # Keep only the smallest shapes: one that the new shape covers says nothing more.
-        shapes[:] = [
-            (per_task, failed_tasks)
-            for per_task, failed_tasks in shapes
-            if not (tasks <= failed_tasks and job.per_task.fits_in(per_task))
-        ]
-        shapes.append((job.per_task, tasks))
 
     def _capacity_reason(self, job: Job, tasks: int) -> Reason:
         if job.held and job.awaiting:

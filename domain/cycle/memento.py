@@ -47,6 +47,8 @@ def memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
         for queue in state.ancestors(job.queue)
     ]
     freed, needs_cycle, version = state.freed, state.needs_cycle, state.node_index.version
+    index = state.node_index
+    growths, grown = index.growths, [(node[0].id, node[0].id in index.grown) for node in nodes]
     elastic, holder = job.id in state.elastic_placed, job.id in state.holders
     own = state.queues[job.queue]
     stoppable_on = own.stoppable_on
@@ -83,6 +85,9 @@ def memento(state: State, job: Job, node_ids: Iterable[str]) -> Undo:
             state.node_index.update(node)
             node.copies_memo, node.lifting_memo = copies, lifting  # those of the room restored
         state.freed, state.needs_cycle, state.node_index.version = freed, needs_cycle, version
+        index.growths = growths  # the room restored grew nowhere (domain/cycle/parked.py)
+        for node_id, noted in grown:
+            _member(index.grown, node_id, noted)
 
     return undo
 

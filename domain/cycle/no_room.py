@@ -1,14 +1,66 @@
-"""The sentence and facts of a capacity reason: why no node takes a job's tasks (pure).
+"""No room for a job's tasks: the shapes a cycle found none for, and the sentence and facts
+of the capacity reason (pure).
 
-Split from domain/cycle/fitting.py, which keeps one per shape while nothing changed.
+Split from domain/cycle/fitting.py, which keeps both per shape while nothing changed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from domain.devices import WHOLE
 from domain.placement import largest_free
 from domain.reasons import Reason, ReasonKind, reason
+from domain.resources import Resources
 from domain.state import Job, State
+
+Selector = tuple[tuple[str, str], ...]
+
+
+class NoRoomShapes:
+    """Shapes (selector, per-task request, tasks) that found no room, valid while nothing was
+    freed: free capacity only shrinks meanwhile, so any job with the same selector (or none)
+    asking at least as much per task for at least as many tasks cannot fit. Each is kept
+    with the node index's growths when it was found (`NodeIndex.growths`), for an answer
+    that must not rest on the frees alone (`Fitter.finds_no_room`)."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[Selector, list[tuple[Resources, int, int]]] = {}
+        self._frees = -1  # the statement's frees they were found under
+
+    def known(self, job: Job, tasks: int, frees: int) -> bool:
+        """Whether a shape the job's covers found no room since the last free."""
+        if self._frees != frees:
+            self._shapes.clear()
+            self._frees = frees
+            return False
+        # A loop, not `_covering`: asked at every fit of a cycle.
+        for selector in ((), job.node_selector) if job.node_selector else ((),):
+            for per_task, failed_tasks, _ in self._shapes.get(selector, ()):
+                if failed_tasks <= tasks and per_task.fits_in(job.per_task):
+                    return True
+        return False
+
+    def seen_since(self, job: Job, tasks: int, frees: int, growths: int) -> bool:
+        """Whether one found none, by looking, with no node noted as grown since."""
+        return self._frees == frees and growths in self._covering(job, tasks)
+
+    def remember(self, job: Job, tasks: int, growths: int) -> None:
+        shapes = self._shapes.setdefault(job.node_selector, [])
+        # Keep only the smallest shapes: one that the new shape covers says nothing more.
+        shapes[:] = [
+            (per_task, failed_tasks, seen)
+            for per_task, failed_tasks, seen in shapes
+            if not (tasks <= failed_tasks and job.per_task.fits_in(per_task))
+        ]
+        shapes.append((job.per_task, tasks, growths))
+
+    def _covering(self, job: Job, tasks: int) -> Iterator[int]:
+        """The growths at which each shape the job's covers found no room."""
+        for selector in ((), job.node_selector) if job.node_selector else ((),):
+            for per_task, failed_tasks, seen in self._shapes.get(selector, ()):
+                if failed_tasks <= tasks and per_task.fits_in(job.per_task):
+                    yield seen
 
 
 def no_room_reason(state: State, job: Job, tasks: int) -> Reason:
