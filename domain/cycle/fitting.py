@@ -83,16 +83,17 @@ class Fitter:
         is trusted only where no node's room grew since its shape found none (frees may miss
         a growth, `NodeIndex.update` does not), and a size just looked for in vain with
         nothing changed since is not looked for again. `held_take_none`: the nodes it holds
-        room on are known to take none of its tasks."""
-        placement, changes = self._placement(), self._changes()
-        held = frozenset(job.held) if held_take_none else frozenset()
-        growths = self._state.node_index.growths
-        return all(
-            self._looked == (changes, job.id, tasks)
-            or (held_take_none and self._no_room.seen_since(job, tasks, changes[1], growths))
-            or find_placement(self._state, job, tasks, placement, held) is None
-            for tasks in self.sizes(job)
-        )
+        room on are known to take none of its tasks. Asked once per preemptor parked."""
+        changes, growths = self._changes(), self._state.node_index.growths
+        for tasks in self.sizes(job) if job.min_tasks < job.tasks else (job.tasks,):
+            if self._looked == (changes, job.id, tasks) or (
+                held_take_none and self._no_room.seen_since(job, tasks, changes[1], growths)
+            ):
+                continue
+            held = frozenset(job.held) if held_take_none else frozenset()
+            if find_placement(self._state, job, tasks, self._placement(), held) is not None:
+                return False
+        return True
 
     def waits_for_room(self, job: Job) -> bool:
         """Whether `fit` would find no size of the job placeable from what it knows already:

@@ -6,8 +6,6 @@ Split from domain/cycle/fitting.py, which keeps both per shape while nothing cha
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from domain.devices import WHOLE
 from domain.placement import largest_free
 from domain.reasons import Reason, ReasonKind, reason
@@ -34,16 +32,11 @@ class NoRoomShapes:
             self._shapes.clear()
             self._frees = frees
             return False
-        # A loop, not `_covering`: asked at every fit of a cycle.
-        for selector in ((), job.node_selector) if job.node_selector else ((),):
-            for per_task, failed_tasks, _ in self._shapes.get(selector, ()):
-                if failed_tasks <= tasks and per_task.fits_in(job.per_task):
-                    return True
-        return False
+        return self._covered(job, tasks, None)
 
     def seen_since(self, job: Job, tasks: int, frees: int, growths: int) -> bool:
         """Whether one found none, by looking, with no node noted as grown since."""
-        return self._frees == frees and growths in self._covering(job, tasks)
+        return self._frees == frees and self._covered(job, tasks, growths)
 
     def remember(self, job: Job, tasks: int, growths: int) -> None:
         shapes = self._shapes.setdefault(job.node_selector, [])
@@ -55,12 +48,14 @@ class NoRoomShapes:
         ]
         shapes.append((job.per_task, tasks, growths))
 
-    def _covering(self, job: Job, tasks: int) -> Iterator[int]:
-        """The growths at which each shape the job's covers found no room."""
+    def _covered(self, job: Job, tasks: int, growths: int | None) -> bool:
+        """Whether a shape the job's covers found none (at `growths`, if given)."""
         for selector in ((), job.node_selector) if job.node_selector else ((),):
             for per_task, failed_tasks, seen in self._shapes.get(selector, ()):
-                if failed_tasks <= tasks and per_task.fits_in(job.per_task):
-                    yield seen
+                found = failed_tasks <= tasks and per_task.fits_in(job.per_task)
+                if found and (growths is None or seen == growths):
+                    return True
+        return False
 
 
 def no_room_reason(state: State, job: Job, tasks: int) -> Reason:

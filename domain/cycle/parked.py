@@ -66,7 +66,7 @@ class Parked:
     def park(self, state: State, job: Job) -> None:
         """Parks a preemptor whose full answer was yes just now, found with no size placeable
         by looking (not from a memo), preemptible and under no limit."""
-        if self.jobs:
+        if len(self.jobs) > 2 * len(state.holders) + 64:
             self._prune(state)
         self.unpark(job.id)
         shape = (job.per_task, job.node_selector)
@@ -121,9 +121,8 @@ class Parked:
 
     def _prune(self, state: State) -> None:
         """Forgets parked jobs that hold no room any more (placed, ended or cancelled)."""
-        if len(self.jobs) > 2 * len(state.holders) + 64:
-            for job_id in sorted(set(self.jobs).difference(state.holders)):
-                self.unpark(job_id)
+        for job_id in sorted(set(self.jobs).difference(state.holders)):
+            self.unpark(job_id)
 
     def clear(self) -> None:
         self.jobs.clear()
