@@ -96,7 +96,7 @@ class NodeIndex:
         # Live nodes whose free room did more than shrink since the parked preemptors last
         # looked (domain/cycle/parked.py, which empties it); derived, never saved.
         self.grown: set[str] = set()
-        self.growths = 0  # how many times a node was noted there: only grows
+        self.growths = 0  # how many times a node was noted there (a rollback puts it back)
 
     @property
     def free_total(self) -> Resources:

@@ -21,9 +21,10 @@ since the preemptor was parked, and a node that takes fewer tasks never lets a g
 not fit fit (`find_placement` needs enough tasks in all), so its try would still find no
 room and change nothing.
 
-A preemptor is parked only when no size of it is placeable, found by looking: the answer
-that led here may rest on the cycle's memo of shapes that found no room, which lives one
-cycle. And only preemptible jobs under no limit are parked: quota and limit checks read
+A preemptor is parked only when no size of it is placeable, found by looking (or by a look
+for a shape it covers, with no node noted as grown since: `Fitter.finds_no_room`): the
+answer that led here may rest on the cycle's memo of shapes that found no room, which
+counts frees, and a stop that begins is no free. And only preemptible jobs under no limit are parked: quota and limit checks read
 allocations, which change all the time, and no such check can forbid them
 (`Fitter.breach`). The parked set is derived, kept with the configuration (whose limits it
 reads), and never saved.
