@@ -56,9 +56,7 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
     parked = parked_of(state)
     if parked.passes_over(state, job):
         return True
-    if job.blocked_since is not None or not job.held or waiting_reason_held(job) is None:
-        return False
-    if not fitter.waits_for_room(job):
+    if not _holds_waiting_reason(job) or not fitter.waits_for_room(job):
         return False
     _park(state, fitter, parked, job, held_take_none=True)  # as waits_for_room found
     return True
@@ -68,10 +66,16 @@ def tried_still_waiting(state: State, statement: Statement, fitter: Fitter, job:
     """After a try of the preemptor that found no size placeable and changed nothing: parks
     it if a walk reaching it now would ask `still_waiting` and get yes, or try it and change
     nothing (the reason it holds is the waiting one, it is not blocked)."""
-    if statement.tentative or job.blocked_since is not None or not job.held or not job.awaiting:
+    if statement.tentative or not job.awaiting:
         return
-    if unchanged(state, job) and waiting_reason_held(job) is not None:
+    if unchanged(state, job) and _holds_waiting_reason(job):
         _park(state, fitter, parked_of(state), job, held_take_none=False)
+
+
+def _holds_waiting_reason(job: Job) -> bool:
+    """Not blocked, holding room, and holding the reason a waiting preemptor is given for
+    exactly the victims it awaits: a try that finds no size placeable changes none of it."""
+    return job.blocked_since is None and bool(job.held) and waiting_reason_held(job) is not None
 
 
 def _park(state: State, fitter: Fitter, parked: Parked, job: Job, held_take_none: bool) -> None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from domain.cycle.framework import Attempt, Outcome
-from domain.cycle.no_room import NoRoomShapes, no_room_reason
+from domain.cycle.no_room import NoRoomShapes, Selector, no_room_reason
 from domain.placement import PlacementStrategy, copies_held_for, find_placement
 from domain.quota_checks import admission_breach, protected_breach
 from domain.reasons import Reason, ReasonKind, reason
 from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, State
 
-Selector = tuple[tuple[str, str], ...]
 # Held room per queue: over each queue's subtree, and over its own non-preemptible jobs.
 Promised = tuple[dict[str, Resources], dict[str, Resources]]
 # Queue, per-task request (gpu, cpu, memory), tasks, kind: plain values, which hash and

@@ -14,26 +14,28 @@ the preemptor is parked here, and later walks pass it over while:
 
 The last is kept per node, not per job. Every change to a node's room ends in
 `NodeIndex.update`, which notes the node in `NodeIndex.grown` unless its free room only
-shrank (a heartbeat that changes its labels or devices notes it too). A noted node unparks the preemptors holding room on it, and stays a suspect while it
-could take a task of some parked shape (task request and node selector). A parked preemptor
-whose shape a suspect could take is asked in full. Every other node's room has only shrunk
-since the preemptor was parked, and a node that takes fewer tasks never lets a gang that did
-not fit fit (`find_placement` needs enough tasks in all), so its try would still find no
-room and change nothing.
+shrank (a heartbeat that changes its labels or devices notes it too). A noted node unparks
+the preemptors holding room on it, and stays a suspect while it could take a task of some
+parked shape (task request and node selector). A parked preemptor whose shape a suspect
+could take is asked in full. Every other node's room has only shrunk since the preemptor
+was parked, and a node that takes fewer tasks never lets a gang that did not fit fit
+(`find_placement` needs enough tasks in all), so its try would still find no room and
+change nothing.
 
 A preemptor is parked only when no size of it is placeable, found by looking (or by a look
 for a shape it covers, with no node noted as grown since: `Fitter.finds_no_room`): the
 answer that led here may rest on the cycle's memo of shapes that found no room, which
-counts frees, and a stop that begins is no free. And only preemptible jobs under no limit are parked: quota and limit checks read
-allocations, which change all the time, and no such check can forbid them
-(`Fitter.breach`). The parked set is derived, kept with the configuration (whose limits it
-reads), and never saved.
+counts frees, and a stop that begins is no free. And only preemptible jobs under no limit
+are parked: quota and limit checks read allocations, which change all the time, and no
+such check can forbid them (`Fitter.breach`). The parked set is derived, kept with the
+configuration (whose limits it reads), and never saved.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from domain.cycle.no_room import Selector
 from domain.resources import Resources
 from domain.state import Job, Node, State
 
@@ -41,7 +43,7 @@ PARKED = "parked_preemptors"  # configuration memo: the Parked below
 # More suspects than this and everyone is asked in full again: each parked check reads each.
 SUSPECTS_MAX = 32
 
-Shape = tuple[Resources, tuple[tuple[str, str], ...]]  # per-task request, node selector
+Shape = tuple[Resources, Selector]  # per-task request, node selector
 Entry = tuple[Shape, tuple[str, ...]]  # what a parked job was parked with: shape, held nodes
 
 
