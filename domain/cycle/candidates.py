@@ -6,19 +6,34 @@ either job only its shape (`Job.shape`) and, of displacements, `explicit_superio
 round. A victim with displacements of its own, or among the job's explicit superiors, is
 judged alone; the per-victim filters (running, not stopping, not dispatched now) always are.
 On the contended Alibaba trace 96% of the victims listed shared a shape already judged.
+
+What a listing reads of a victim alone (its steps with their order keys, its first step's
+tasks, its shape) is kept per victim across searches and cycles (`Listed`, with the
+configuration in `State.configuration_memo`, never saved) and read again only when its
+placements or start differ from those it was read from: on that trace a search lists about
+1,700 running jobs, nearly all as the search before listed them. The memo decides nothing;
+each entry is what reading the victim afresh would give.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Protocol, cast
 
 from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import Cycle, PreemptionRule
 from domain.cycle.release_room import RELEASE_EPSILON, ReleaseBound, exceeds_release_room
 from domain.cycle.release_totals import NO_CAP, Cap
 from domain.cycle.room import VictimStep, victim_steps
-from domain.state import Job
+from domain.entities import ShapeKey
+from domain.state import Job, State
+
+Order = tuple[int, int, int, str, int]  # the search's least disruption order of a step
+Keyed = list[tuple[Order, VictimStep]]  # a victim's steps in order, each with its key
+LISTED = "listed_victims"  # the memo's key in State.configuration_memo
+LISTED_MAX = 1 << 15  # victims remembered; a memo this full starts afresh
 
 
 class Admission(Protocol):
@@ -30,6 +45,10 @@ class Admission(Protocol):
 
     def admitted(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
         """The rule admits the victim, and the victim could not preempt the job right back."""
+        ...
+
+    def step_order(self, step: VictimStep) -> Order:
+        """The step's place in least disruption order (unique per step)."""
         ...
 
 
@@ -70,23 +89,35 @@ def candidate_steps(
     rule: PreemptionRule,
     queues: list[tuple[str, Release]],
 ) -> list[VictimStep]:
-    """The steps of every admitted victim of the queues (`victim_queues`). With a rule that
-    bounds what each queue may release, a victim's steps beyond that room are dropped
-    first, before the costlier filters: the walk would refuse them anyway (a release the
-    room refuses alone is refused after other victims too), so decisions are the same."""
+    """The steps of every admitted victim of the queues (`victim_queues`), in the search's
+    least disruption order (`Admission.step_order`). With a rule that bounds what each queue
+    may release, a victim's steps beyond that room are dropped first, before the costlier
+    filters: the walk would refuse them anyway (a release the room refuses alone is refused
+    after other victims too), so decisions are the same."""
     state = cycle.state
     superiors = explicit_superiors(cycle, job)
-    verdicts: dict[tuple[object, ...], bool] = {}
-    steps: list[VictimStep] = []
+    verdicts: dict[ShapeKey, bool] = {}
+    keyed: Keyed = []
+    memo = listed_memo(state)
     for queue_id, room in queues:
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
-            if room is not None and exceeds_release_room(
-                victim.per_task, room, first_tasks(victim)
+            listed = memo.get(victim.id)
+            if (  # whether the entry stands (`Listed`); asked of every victim listed
+                listed is None
+                or listed.victim is not victim
+                or listed.started_ts != victim.started_ts
+                or listed.placements != victim.placements
             ):
-                continue  # even its smallest step would be refused
+                listed = list_victim(state, memo, search, victim)
+            if room is not None:
+                tasks = listed.first_tasks
+                if tasks is None:
+                    tasks = listed.first_tasks = first_tasks(victim)
+                if exceeds_release_room(victim.per_task, room, tasks):
+                    continue  # even its smallest step would be refused
             if not search.may_stop(job, victim):
                 continue
-            shape = look_alike(victim, superiors)
+            shape = look_alike(listed, superiors)
             if shape is None:
                 admitted = search.admitted(job, victim, rule)
             else:
@@ -96,19 +127,68 @@ def candidate_steps(
                 admitted = found
             if not admitted:
                 continue
-            own = victim_steps(victim)
+            own = listed.keyed
             if room is not None:
                 own = within_room(own, room)
-            steps += own
-    return steps
+            keyed += own
+    keyed.sort(key=_ORDER)  # keys are unique: the order `sort(key=step_order)` gives
+    return [step for _, step in keyed]
 
 
-def look_alike(victim: Job, superiors: frozenset[str]) -> tuple[object, ...] | None:
+_ORDER = itemgetter(0)
+
+
+@dataclass(slots=True)
+class Listed:
+    """What a listing reads of a running victim alone, as of its placements and start. It
+    stands while the victim is the same job with equal placements and start; keys with no
+    start read the cycle's time, so such an entry is never kept."""
+
+    victim: Job
+    placements: dict[str, int]
+    started_ts: int | None
+    shape: ShapeKey
+    keyed: Keyed
+    first_tasks: int | None = None  # read when a rule bounds what its queue may release
+
+
+def listed_memo(state: State) -> dict[str, Listed]:
+    """The listed victims, by job id, kept with the configuration."""
+    memo = state.configuration_memo.get(LISTED)
+    if memo is None:
+        memo = state.configuration_memo[LISTED] = {}
+    return cast(dict[str, Listed], memo)
+
+
+def list_victim(state: State, memo: dict[str, Listed], search: Admission, victim: Job) -> Listed:
+    """Reads the victim afresh, and keeps what it read unless its keys read the cycle's time.
+    Its shape is the state's shared key (`State.shape_keys`), compared by identity."""
+    shape = victim.shape()
+    shared = state.shape_keys
+    key = shared.get(shape)
+    if key is None:
+        key = shared[shape] = ShapeKey(shape, True)
+    listed = Listed(
+        victim,
+        dict(victim.placements),
+        victim.started_ts,
+        key,
+        [(search.step_order(step), step) for step in victim_steps(victim)],
+    )
+    if victim.started_ts is not None:
+        if len(memo) >= LISTED_MAX:
+            memo.clear()
+        memo[victim.id] = listed
+    return listed
+
+
+def look_alike(listed: Listed, superiors: frozenset[str]) -> ShapeKey | None:
     """What admission reads of the victim, or None when it must be judged alone: it has
     displacements of its own, or it is among the job's explicit superiors."""
+    victim = listed.victim
     if victim.displaced_by or victim.id in superiors:
         return None
-    return victim.shape()
+    return listed.shape
 
 
 def first_tasks(victim: Job) -> int:
@@ -119,11 +199,11 @@ def first_tasks(victim: Job) -> int:
     return placed - max(victim.min_tasks, placed // 2)
 
 
-def within_room(steps: list[VictimStep], room: tuple[float, float, float]) -> list[VictimStep]:
+def within_room(keyed: Keyed, room: tuple[float, float, float]) -> Keyed:
     """The prefix of a victim's steps whose release, counted from its first step, fits."""
     tasks = 0
-    for position, step in enumerate(steps):
+    for position, (_, step) in enumerate(keyed):
         tasks += sum(count for _, count in step.nodes)
         if exceeds_release_room(step.victim.per_task, room, tasks):
-            return steps[:position]
-    return steps
+            return keyed[:position]
+    return keyed

@@ -120,10 +120,9 @@ class VictimSearch:
         ]
         if room.most_if_emptied(freeable, smallest) < smallest:
             return False
-        steps = candidate_steps(cycle, self, job, rule, queues)
+        steps = candidate_steps(cycle, self, job, rule, queues)  # least disruption first
         if not steps:
             return False
-        steps.sort(key=self.step_order)
         # The target is the largest size the steps could free room for, counted in resources
         # alone; if even every step taken leaves its devices short of it, no walk reaches it.
         all_taken = AllTaken(room, steps)
