@@ -202,10 +202,13 @@ class Node:
         `own_devices`) here: in every resource, and on whole or shared GPU devices."""
         # A job holding room here (a waiting preemptor, asked every cycle) is remembered by
         # its hold too; most jobs hold nothing, and are remembered by their request alone.
+        # The key is plain ints, not `Resources`: a tuple hashes and compares without a
+        # Python call, and the tasks of different jobs ask equal, not identical, amounts.
+        request = (per_task.gpu, per_task.cpu, per_task.memory)
         key: object = (
-            per_task
+            request
             if own_hold is ZERO and own_devices is NONE
-            else (per_task, own_hold, tuple(own_devices.items()))
+            else (request, own_hold.as_tuple(), tuple(own_devices.items()))
         )
         memo = self.copies_memo
         copies = memo.get(key)

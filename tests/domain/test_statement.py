@@ -60,12 +60,13 @@ def _check_copies_memo(node: Node) -> None:
     """Every copies count the node remembers is what it would count afresh now."""
     fresh = dataclasses.replace(node, copies_memo={})
     for key, copies in node.copies_memo.items():
-        if isinstance(key, tuple):  # a request with the room the job holds here
-            per_task, own_hold, own_devices = key
-            assert copies == fresh.copies(per_task, own_hold, dict(own_devices)), (node.id, key)
-        else:  # a request alone
-            assert isinstance(key, Resources)
-            assert copies == fresh.copies(key), (node.id, key, copies)
+        assert isinstance(key, tuple)
+        if isinstance(key[0], tuple):  # a request with the room the job holds here
+            request, own_hold, own_devices = key
+            asked = fresh.copies(Resources(*request), Resources(*own_hold), dict(own_devices))
+            assert copies == asked, (node.id, key)
+        else:  # a request alone: (gpu, cpu, memory)
+            assert copies == fresh.copies(Resources(*key)), (node.id, key, copies)
 
 
 def _check_lifting_memo(state: State) -> None:
