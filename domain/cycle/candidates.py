@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Protocol, cast
+from typing import Protocol
 
 from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import Cycle, PreemptionRule
@@ -28,12 +28,12 @@ from domain.cycle.release_room import RELEASE_EPSILON, ReleaseBound, exceeds_rel
 from domain.cycle.release_totals import NO_CAP, Cap
 from domain.cycle.room import VictimStep, victim_steps
 from domain.entities import ShapeKey
-from domain.state import Job, State
+from domain.state import Job, JobStatus, State
 
 Order = tuple[int, int, int, str, int]  # the search's least disruption order of a step
 Keyed = list[tuple[Order, VictimStep]]  # a victim's steps in order, each with its key
 LISTED = "listed_victims"  # the memo's key in State.configuration_memo
-LISTED_MAX = 1 << 15  # victims remembered; a memo this full starts afresh
+PRUNE_FLOOR = 256  # listed victims kept before the first pruning
 
 
 class Admission(Protocol):
@@ -99,9 +99,10 @@ def candidate_steps(
     verdicts: dict[ShapeKey, bool] = {}
     keyed: Keyed = []
     memo = listed_memo(state)
+    entries = memo.entries
     for queue_id, room in queues:
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
-            listed = memo.get(victim.id)
+            listed = entries.get(victim.id)
             if (  # whether the entry stands (`Listed`); asked of every victim listed
                 listed is None
                 or listed.victim is not victim
@@ -152,15 +153,44 @@ class Listed:
     first_tasks: int | None = None  # read when a rule bounds what its queue may release
 
 
-def listed_memo(state: State) -> dict[str, Listed]:
-    """The listed victims, by job id, kept with the configuration."""
+class ListedVictims:
+    """The listed victims, by job id, kept with the configuration. Pruned of jobs no longer
+    running (or no longer in the state) whenever it doubles, so it holds at most about
+    twice the running jobs listed, never the jobs that ran before them."""
+
+    __slots__ = ("entries", "prune_at")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Listed] = {}
+        self.prune_at = PRUNE_FLOOR
+
+    def keep(self, state: State, listed: Listed) -> None:
+        entries = self.entries
+        if len(entries) >= self.prune_at:
+            jobs = state.jobs
+            gone = [
+                job_id
+                for job_id, kept in entries.items()
+                if jobs.get(job_id) is not kept.victim or kept.victim.status is not _RUNNING
+            ]
+            for job_id in gone:
+                del entries[job_id]
+            self.prune_at = max(PRUNE_FLOOR, 2 * len(entries))
+        entries[listed.victim.id] = listed
+
+
+_RUNNING = JobStatus.RUNNING
+
+
+def listed_memo(state: State) -> ListedVictims:
     memo = state.configuration_memo.get(LISTED)
     if memo is None:
-        memo = state.configuration_memo[LISTED] = {}
-    return cast(dict[str, Listed], memo)
+        memo = state.configuration_memo[LISTED] = ListedVictims()
+    assert isinstance(memo, ListedVictims)
+    return memo
 
 
-def list_victim(state: State, memo: dict[str, Listed], search: Admission, victim: Job) -> Listed:
+def list_victim(state: State, memo: ListedVictims, search: Admission, victim: Job) -> Listed:
     """Reads the victim afresh, and keeps what it read unless its keys read the cycle's time.
     Its shape is the state's shared key (`State.shape_keys`), compared by identity."""
     shape = victim.shape()
@@ -176,9 +206,7 @@ def list_victim(state: State, memo: dict[str, Listed], search: Admission, victim
         [(search.step_order(step), step) for step in victim_steps(victim)],
     )
     if victim.started_ts is not None:
-        if len(memo) >= LISTED_MAX:
-            memo.clear()
-        memo[victim.id] = listed
+        memo.keep(state, listed)
     return listed
 
 

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.cycle import candidates
+from domain.cycle.room import VictimStep
 from tests.domain.harness import Cluster, event, job, node, queue
 from tests.domain.test_blocked_shapes import look_alike_backlogs, simulate
 from tests.domain.test_preemption_properties import scenarios
@@ -23,7 +24,7 @@ def test_victims_listed_from_memory_are_listed_as_if_read_afresh(
     # When it is simulated with the listing memo kept across searches and cycles
     remembered = simulate(lines)
     # Then every command is the one a listing that reads every victim afresh gives
-    with mock.patch.object(candidates, "listed_memo", lambda state: {}):
+    with mock.patch.object(candidates, "listed_memo", lambda state: candidates.ListedVictims()):
         afresh = simulate(lines)
     assert remembered == afresh
 
@@ -81,3 +82,37 @@ def test_a_victim_listed_again_after_it_started_again_is_ordered_by_its_new_star
 
     # Then it stops a, the one started most recently now
     assert [(c.type, c.job, c.reason) for c in cluster.last] == [("Preempt", "a", "priority")]
+
+
+class _LeastDisruption:
+    """The one thing listing asks of a search to read a victim: its steps' order."""
+
+    def step_order(self, step: VictimStep) -> tuple[int, int, int, str, int]:
+        return (step.victim.priority, int(not step.shrink), 0, step.victim.id, step.index)
+
+
+def test_victims_that_ended_are_not_kept_once_the_memo_doubles() -> None:
+    # Given 1,000 one-GPU jobs running on n0, each listed as a victim
+    cluster = Cluster()
+    first = [f"a{i:04d}" for i in range(1000)]
+    cluster.when(0, queue("q", gpu_quota=2000), node("n0", gpu=2000), *[job(j, "q") for j in first])
+    cluster.agents_obey()
+    memo, search = candidates.ListedVictims(), _LeastDisruption()
+    for job_id in first:
+        candidates.list_victim(cluster.state, memo, search, cluster.job(job_id))
+
+    # When all but ten of them end, and 1,000 more run and are listed
+    ended = [
+        event("JobFinished", job=j, node="n0", attempt=1, outcome="succeeded") for j in first[10:]
+    ]
+    second = [f"b{i:04d}" for i in range(1000)]
+    cluster.when(1000, *ended, *[job(j, "q") for j in second])
+    cluster.agents_obey()
+    for job_id in second:
+        candidates.list_victim(cluster.state, memo, search, cluster.job(job_id))
+
+    # Then no job that ended is kept, and at most twice the running jobs are
+    kept = set(memo.entries)
+    assert not kept & set(first[10:])
+    assert len(kept) <= 2 * 1010
+    assert set(second) <= kept
