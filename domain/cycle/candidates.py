@@ -12,7 +12,9 @@ tasks, its shape) is kept per victim across searches and cycles (`Listed`, with 
 configuration in `State.configuration_memo`, never saved) and read again only when its
 placements or start differ from those it was read from: on that trace a search lists about
 1,700 running jobs, nearly all as the search before listed them. The memo decides nothing;
-each entry is what reading the victim afresh would give.
+each entry is what reading the victim afresh would give. It is pruned of jobs no longer
+running whenever it doubles (`ListedVictims`), so it grows with the running jobs listed,
+not with the jobs that ran.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ PRUNE_FLOOR = 256  # listed victims kept before the first pruning
 
 
 class Admission(Protocol):
-    """The victim search's two halves of `may_be_victim`."""
+    """What a listing asks of the victim search: the two halves of `may_be_victim`, and
+    the order of a victim's steps."""
 
     def may_stop(self, job: Job, victim: Job) -> bool:
         """The filters read from the victim alone: running, not stopping, not just dispatched."""
