@@ -102,17 +102,18 @@ def candidate_steps(
     verdicts: dict[ShapeKey, bool] = {}
     keyed: Keyed = []
     memo = listed_memo(state)
-    entries = memo.entries
+    entries, now = memo.entries, cycle.ts
     for queue_id, room in queues:
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
             listed = entries.get(victim.id)
+            started = victim.started_ts
             if (  # whether the entry stands (`Listed`); asked of every victim listed
                 listed is None
                 or listed.victim is not victim
-                or listed.started_ts != victim.started_ts
+                or listed.started != (now if started is None else started)
                 or listed.placements != victim.placements
             ):
-                listed = list_victim(state, memo, search, victim)
+                listed = list_victim(state, memo, search, victim, now)
             if room is not None:
                 tasks = listed.first_tasks
                 if tasks is None:
@@ -145,12 +146,13 @@ _ORDER = itemgetter(0)
 @dataclass(slots=True)
 class Listed:
     """What a listing reads of a running victim alone, as of its placements and start. It
-    stands while the victim is the same job with equal placements and start; keys with no
-    start read the cycle's time, so such an entry is never kept."""
+    stands while the victim is the same job with equal placements and start, where a
+    victim not started yet is ordered as if it started at the cycle's time
+    (`VictimSearch.victim_order`): its entry stands for that cycle only."""
 
     victim: Job
     placements: dict[str, int]
-    started_ts: int | None
+    started: int  # the start its order keys read
     shape: ShapeKey
     keyed: Keyed
     first_tasks: int | None = None  # read when a rule bounds what its queue may release
@@ -193,9 +195,11 @@ def listed_memo(state: State) -> ListedVictims:
     return memo
 
 
-def list_victim(state: State, memo: ListedVictims, search: Admission, victim: Job) -> Listed:
-    """Reads the victim afresh, and keeps what it read unless its keys read the cycle's time.
-    Its shape is the state's shared key (`State.shape_keys`), compared by identity."""
+def list_victim(
+    state: State, memo: ListedVictims, search: Admission, victim: Job, now: int
+) -> Listed:
+    """Reads the victim afresh at cycle time `now`, and keeps what it read. Its shape is the
+    state's shared key (`State.shape_keys`), compared by identity."""
     shape = victim.shape()
     shared = state.shape_keys
     key = shared.get(shape)
@@ -204,12 +208,11 @@ def list_victim(state: State, memo: ListedVictims, search: Admission, victim: Jo
     listed = Listed(
         victim,
         dict(victim.placements),
-        victim.started_ts,
+        now if victim.started_ts is None else victim.started_ts,
         key,
         [(search.step_order(step), step) for step in victim_steps(victim)],
     )
-    if victim.started_ts is not None:
-        memo.keep(state, listed)
+    memo.keep(state, listed)
     return listed
 
 

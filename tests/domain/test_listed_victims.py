@@ -99,7 +99,7 @@ def test_victims_that_ended_are_not_kept_once_the_memo_doubles() -> None:
     cluster.agents_obey()
     memo, search = candidates.ListedVictims(), _LeastDisruption()
     for job_id in first:
-        candidates.list_victim(cluster.state, memo, search, cluster.job(job_id))
+        candidates.list_victim(cluster.state, memo, search, cluster.job(job_id), cluster.ts)
 
     # When all but ten of them end, and 1,000 more run and are listed
     ended = [
@@ -109,10 +109,38 @@ def test_victims_that_ended_are_not_kept_once_the_memo_doubles() -> None:
     cluster.when(1000, *ended, *[job(j, "q") for j in second])
     cluster.agents_obey()
     for job_id in second:
-        candidates.list_victim(cluster.state, memo, search, cluster.job(job_id))
+        candidates.list_victim(cluster.state, memo, search, cluster.job(job_id), cluster.ts)
 
     # Then no job that ended is kept, and at most twice the running jobs are
     kept = set(memo.entries)
     assert not kept & set(first[10:])
     assert len(kept) <= 2 * 1010
     assert set(second) <= kept
+
+
+def test_a_victim_not_started_yet_is_ordered_as_if_it_started_in_each_cycle_it_is_listed() -> None:
+    # Given on n0 (3 GPUs): a (started at 0), u (dispatched at 500, never started) and x,
+    # all priority 1, listed by the search of p0 (priority 1) at 1000; then p0 is cancelled,
+    # x ends, and b (priority 1) starts at 1500 in its place
+    cluster = Cluster()
+    within_queue = {"within_queue": True}
+    cluster.when(
+        0,
+        queue("q", gpu_quota=3, preemption=within_queue),
+        node("n0", gpu=3),
+        job("a", "q", gpu=1, priority=1),
+        job("x", "q", gpu=1, priority=1),
+    )
+    cluster.agents_obey()
+    cluster.given(500, job("u", "q", gpu=1, priority=1))
+    cluster.given(1000, job("p0", "q", gpu=1, priority=1))
+    ended = event("JobFinished", job="x", node="n0", attempt=1, outcome="succeeded")
+    cluster.when(1200, event("JobCancelled", job="p0"), ended, job("b", "q", priority=1))
+    assert cluster.dispatched() == ["b"]
+    cluster.agents_obey(1500)
+
+    # When p2 (priority 5, one GPU) finds n0 full at 2000
+    cluster.when(2000, job("p2", "q", gpu=1, priority=5))
+
+    # Then it stops u, taken as started now (2000), after b (1500): not as of 1000
+    assert [(c.type, c.job, c.reason) for c in cluster.last] == [("Preempt", "u", "priority")]
