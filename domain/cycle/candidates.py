@@ -38,7 +38,15 @@ LISTED = "listed_victims"  # the memo's key in State.configuration_memo
 PRUNE_FLOOR = 256  # listed victims kept before the first pruning
 
 
-class Admission(Protocol):
+class Ordering(Protocol):
+    """What reading a victim asks of the victim search: the order of its steps."""
+
+    def step_order(self, step: VictimStep) -> Order:
+        """The step's place in least disruption order (unique per step)."""
+        ...
+
+
+class Admission(Ordering, Protocol):
     """What a listing asks of the victim search: the two halves of `may_be_victim`, and
     the order of a victim's steps."""
 
@@ -48,10 +56,6 @@ class Admission(Protocol):
 
     def admitted(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
         """The rule admits the victim, and the victim could not preempt the job right back."""
-        ...
-
-    def step_order(self, step: VictimStep) -> Order:
-        """The step's place in least disruption order (unique per step)."""
         ...
 
 
@@ -196,7 +200,7 @@ def listed_memo(state: State) -> ListedVictims:
 
 
 def list_victim(
-    state: State, memo: ListedVictims, search: Admission, victim: Job, now: int
+    state: State, memo: ListedVictims, search: Ordering, victim: Job, now: int
 ) -> Listed:
     """Reads the victim afresh at cycle time `now`, and keeps what it read. Its shape is the
     state's shared key (`State.shape_keys`), compared by identity."""
