@@ -59,6 +59,13 @@ class ShapeKeys(WeakValueDictionary[tuple[object, ...], ShapeKey]):
     def __reduce__(self) -> tuple[type[ShapeKeys], tuple[dict[tuple[object, ...], ShapeKey]]]:
         return (ShapeKeys, (dict(self.items()),))
 
+    def shared(self, shape: tuple[object, ...], priority: bool) -> ShapeKey:
+        """The key every holder of this shape shares, made on first asking."""
+        key = self.get(shape)
+        if key is None:
+            key = self[shape] = ShapeKey(shape, priority)
+        return key
+
 
 @dataclass(slots=True)
 class Job:

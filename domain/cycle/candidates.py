@@ -26,13 +26,13 @@ from typing import Protocol
 
 from domain.cycle.displacement import explicit_superiors
 from domain.cycle.framework import Cycle, PreemptionRule
+from domain.cycle.node_sets import Order
 from domain.cycle.release_room import RELEASE_EPSILON, ReleaseBound, exceeds_release_room
 from domain.cycle.release_totals import NO_CAP, Cap
 from domain.cycle.room import VictimStep, victim_steps
 from domain.entities import ShapeKey
 from domain.state import Job, JobStatus, State
 
-Order = tuple[int, int, int, str, int]  # the search's least disruption order of a step
 Keyed = list[tuple[Order, VictimStep]]  # a victim's steps in order, each with its key
 LISTED = "listed_victims"  # the memo's key in State.configuration_memo
 PRUNE_FLOOR = 256  # listed victims kept before the first pruning
@@ -204,16 +204,11 @@ def list_victim(
 ) -> Listed:
     """Reads the victim afresh at cycle time `now`, and keeps what it read. Its shape is the
     state's shared key (`State.shape_keys`), compared by identity."""
-    shape = victim.shape()
-    shared = state.shape_keys
-    key = shared.get(shape)
-    if key is None:
-        key = shared[shape] = ShapeKey(shape, True)
     listed = Listed(
         victim,
         dict(victim.placements),
         now if victim.started_ts is None else victim.started_ts,
-        key,
+        state.shape_keys.shared(victim.shape(), True),
         [(search.step_order(step), step) for step in victim_steps(victim)],
     )
     memo.keep(state, listed)

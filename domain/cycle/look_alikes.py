@@ -38,11 +38,7 @@ class LookAlikeKeys:
             priority = self._reads_priority(job)
         key = job.shape_key
         if key is None or key.priority is not priority:
-            shape = job.shape(priority=priority)
-            shared = self._state.shape_keys
-            key = shared.get(shape)
-            if key is None:
-                key = shared[shape] = ShapeKey(shape, priority)
+            key = self._state.shape_keys.shared(job.shape(priority=priority), priority)
             job.shape_key = key
         return key
 
