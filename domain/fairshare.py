@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from domain.fairshare_level import (
     UNITS,
     Claimant,
+    Column,
     LevelMemo,
     served_alone,
     served_in_full,
+    share_column,
     share_level,
-    water_fill,
     whole_units,
 )
 from domain.quota import UNLIMITED
@@ -25,7 +26,6 @@ __all__ = [
     "recompute",
     "refresh",
     "share_level",
-    "water_fill",
     "whole_units",
 ]
 
@@ -108,19 +108,6 @@ def _capped(queue: Queue, r: int, amount: float) -> float:
     return amount if cap is None else min(amount, float(cap))
 
 
-def _claimant(queue: Queue, r: int, rank: int) -> Claimant:
-    quota = queue.quota.quota[r]
-    return Claimant(
-        queue.id, float(quota), queue.capped_demand[r], queue.quota.weight[r], queue.priority, rank
-    )
-
-
-def _own_claimant(queue: Queue, r: int, own_quota: int) -> Claimant:
-    quota = float(own_quota)
-    weight = 1.0 if own_quota in (0, UNLIMITED) else quota
-    return Claimant(OWN, quota, float(queue.demand.as_tuple()[r]), weight, 0, -1)
-
-
 def _descend(
     state: State,
     queue_id: str,
@@ -189,20 +176,19 @@ def _share(
         everyone.insert(0, _own_inputs(parent, own_quota))
     columns: list[list[float]] = []
     served = True
+    order: tuple[list[int], list[int]] | None = None  # priorities and ranks, read once
     for r in range(3):
         caps = [i[0][r] for i in everyone]
-        if served_in_full(
-            amount[r], UNITS[r], caps, [i[1][r] for i in everyone], [i[2][r] for i in everyone]
-        ):
+        quotas = [i[1][r] for i in everyone]
+        weights = [i[2][r] for i in everyone]
+        if served_in_full(amount[r], UNITS[r], caps, quotas, weights):
             columns.append(caps)
             continue
         served = False
-        claimants = (
-            [] if parent is None or own_quota is None else [_own_claimant(parent, r, own_quota[r])]
-        )
-        claimants += [_claimant(state.queues[q], r, ranks[q]) for q in child_ids]
-        share_level(amount[r], claimants, UNITS[r])
-        columns.append([c.given for c in claimants])
+        if order is None:
+            order = _priorities_and_ranks(state, parent, child_ids, ranks)
+        column = Column(ids, quotas, caps, weights, *order)
+        columns.append(share_column(amount[r], column, UNITS[r]))
     shares = [(a, b, c) for a, b, c in zip(*columns, strict=True)]
     if served:
         state.fair_share_levels[key] = LevelMemo(
@@ -216,6 +202,21 @@ def _share(
     if parent is None:
         return None, list(zip(child_ids, shares, strict=True))
     return shares[0], list(zip(child_ids, shares[1:], strict=True))
+
+
+def _priorities_and_ranks(
+    state: State,
+    parent: Queue | None,
+    child_ids: Sequence[str],
+    ranks: _Ranks,
+) -> tuple[list[int], list[int]]:
+    """The over-quota priority and configuration rank of each claimant of a level, in the
+    order of its inputs: under a parent, its own jobs first (priority 0, ranked first)."""
+    priorities = [state.queues[q].priority for q in child_ids]
+    ranked = [ranks[q] for q in child_ids]
+    if parent is not None:
+        return [0, *priorities], [-1, *ranked]
+    return priorities, ranked
 
 
 def _inputs(queue: Queue) -> Inputs:

@@ -5,6 +5,7 @@ capped by demand and limit, in whole units (pure)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from domain.quota import UNLIMITED
@@ -13,6 +14,7 @@ from domain.resources import GPU_SCALE
 # Shares are whole units: GPU devices (KAI), millicores, MB; internal units per resource.
 UNITS = (float(GPU_SCALE), 1.0, 1.0)
 EXACT_MAX = float(2**52)  # integers below this add and subtract exactly as floats
+_INFINITY = float("inf")
 
 
 @dataclass(slots=True)
@@ -28,67 +30,114 @@ class Claimant:
     given: float = 0.0
 
 
-def water_fill(amount: float, claimants: list[Claimant], weights: list[float]) -> float:
-    """Shares `amount` in proportion to weights, never past a claimant's cap; returns what is used."""
+class Column:
+    """One resource of one level as parallel lists, in claimant order: what the sharing reads
+    of each claimant (Claimant's fields), without an object per claimant and resource."""
+
+    __slots__ = ("caps", "idents", "priorities", "quotas", "ranks", "weights")
+
+    def __init__(
+        self,
+        idents: Sequence[str],
+        quotas: Sequence[float],
+        caps: Sequence[float],
+        weights: Sequence[float],
+        priorities: Sequence[int],
+        ranks: Sequence[int],
+    ) -> None:
+        self.idents, self.quotas, self.caps = idents, quotas, caps
+        self.weights, self.priorities, self.ranks = weights, priorities, ranks
+
+
+def share_column(amount: float, column: Column, unit: float = 0.0) -> list[float]:
+    """What each claimant is given: deserved quota first, then spare by over-quota priority
+    (higher first) and weight, water-filled and capped; with a `unit`, in whole units."""
+    given = _share_exact(amount, column)
+    if unit > 0 and given:
+        return _whole_units(given, unit, column)
+    return given
+
+
+def share_level(amount: float, claimants: list[Claimant], unit: float = 0.0) -> None:
+    """share_column over Claimant objects: sets each one's `given`."""
+    column = Column(
+        [c.ident for c in claimants],
+        [c.quota for c in claimants],
+        [c.cap for c in claimants],
+        [c.weight for c in claimants],
+        [c.priority for c in claimants],
+        [c.rank for c in claimants],
+    )
+    for claimant, share in zip(claimants, share_column(amount, column, unit), strict=True):
+        claimant.given = share
+
+
+def whole_units(claimants: list[Claimant], unit: float) -> None:
+    """Rounds the claimants' `given` to whole units (see _whole_units)."""
+    column = Column([c.ident for c in claimants], [], [], [], [], [c.rank for c in claimants])
+    rounded = _whole_units([c.given for c in claimants], unit, column)
+    for claimant, share in zip(claimants, rounded, strict=True):
+        claimant.given = share
+
+
+def _water_fill(
+    amount: float,
+    members: list[int],
+    weights: list[float],
+    given: list[float],
+    caps: Sequence[float],
+    idents: Sequence[str],
+) -> float:
+    """Shares `amount` among `members` (indexes into `given` and `caps`) in proportion to
+    `weights` (one per member), never past a cap; adds to `given`, returns what is used."""
     active = [
-        (c.cap - c.given) / w if w > 0 else float("inf")
-        for c, w in zip(claimants, weights, strict=True)
+        (caps[m] - given[m]) / w if w > 0 else _INFINITY
+        for m, w in zip(members, weights, strict=True)
     ]
-    order = sorted(range(len(claimants)), key=lambda i: (active[i], claimants[i].ident))
-    total_weight = sum(weights[i] for i in order)
+    order = sorted(range(len(members)), key=lambda k: (active[k], idents[members[k]]))
+    total_weight = sum(weights[k] for k in order)
     used = 0.0
     left = amount
-    for position, index in enumerate(order):
+    for position, k in enumerate(order):
         if total_weight <= 0 or left <= 1e-9:
             break
-        claimant = claimants[index]
-        want = claimant.cap - claimant.given
+        index = members[k]
+        want = caps[index] - given[index]
         level = left / total_weight
-        if want <= weights[index] * level:
+        if want <= weights[k] * level:
             share = want
         else:
             # Everyone from here on is capped above the current level: give each its weight's part.
             for rest in order[position:]:
                 part = weights[rest] * level
-                claimants[rest].given += part
+                given[members[rest]] += part
                 used += part
             return used
-        claimant.given += share
+        given[index] += share
         used += share
         left -= share
-        total_weight -= weights[index]
+        total_weight -= weights[k]
     return used
 
 
-def whole_units(claimants: list[Claimant], unit: float) -> None:
+def _whole_units(given: list[float], unit: float, column: Column) -> list[float]:
     """Rounds the shares to whole units by largest remainder, as KAI does for GPUs: each
     claimant keeps the floor of its share, and the units left over (what the exact shares add
     up to, rounded up) go one at a time to the largest remainders; ties go to the claimant
     configured first, then by id. E.g. 3.4 and 7.6 of 11 give 3 and 8."""
-    total = sum(c.given for c in claimants) / unit
+    total = sum(given) / unit
     units = math.ceil(total - 1e-6)
-    floors = [math.floor(c.given / unit + 1e-6) for c in claimants]
+    floors = [math.floor(share / unit + 1e-6) for share in given]
     left = units - sum(floors)
-    order = sorted(
-        range(len(claimants)),
-        key=lambda i: (
-            -round(claimants[i].given / unit - floors[i], 6),
-            claimants[i].rank,
-            claimants[i].ident,
-        ),
-    )
-    for index in order[: max(left, 0)]:
-        floors[index] += 1
-    for claimant, count in zip(claimants, floors, strict=True):
-        claimant.given = count * unit
-
-
-def share_level(amount: float, claimants: list[Claimant], unit: float = 0.0) -> None:
-    """Deserved quota first, then spare by over-quota priority (higher first) and weight;
-    with a `unit`, the results are then whole units (whole_units)."""
-    _share_exact(amount, claimants)
-    if unit > 0 and claimants:
-        whole_units(claimants, unit)
+    if left > 0:
+        ranks, idents = column.ranks, column.idents
+        remainders = [
+            round(share / unit - floor, 6) for share, floor in zip(given, floors, strict=True)
+        ]
+        order = sorted(range(len(given)), key=lambda i: (-remainders[i], ranks[i], idents[i]))
+        for index in order[:left]:
+            floors[index] += 1
+    return [count * unit for count in floors]
 
 
 def served_in_full(
@@ -134,32 +183,40 @@ def served_alone(unit: float, cap: float, quota: float, weight: float) -> bool:
     )
 
 
-def _share_exact(amount: float, claimants: list[Claimant]) -> None:
-    deserved = [c.cap if c.quota == UNLIMITED else min(c.quota, c.cap) for c in claimants]
+def _share_exact(amount: float, column: Column) -> list[float]:
+    quotas, caps, weights = column.quotas, column.caps, column.weights
+    priorities, idents = column.priorities, column.idents
+    everyone = list(range(len(caps)))
+    deserved = [
+        cap if quota == UNLIMITED else min(quota, cap)
+        for quota, cap in zip(quotas, caps, strict=True)
+    ]
     if sum(deserved) <= amount:
-        for claimant, want in zip(claimants, deserved, strict=True):
-            claimant.given = want
+        given = list(deserved)
     else:
-        capped = [
-            Claimant(c.ident, c.quota, want, c.weight, c.priority, c.rank)
-            for c, want in zip(claimants, deserved, strict=True)
-        ]
-        water_fill(amount, capped, [max(want, 1e-9) for want in deserved])
-        for claimant, result in zip(claimants, capped, strict=True):
-            claimant.given = result.given
-    spare = amount - sum(c.given for c in claimants)
-    for priority in sorted({c.priority for c in claimants}, reverse=True):
+        given = [0.0] * len(caps)
+        _water_fill(
+            amount, everyone, [max(want, 1e-9) for want in deserved], given, deserved, idents
+        )
+    spare = amount - sum(given)
+    for priority in sorted(set(priorities), reverse=True):
         if spare <= 1e-9:
-            return
-        wanting = [c for c in claimants if c.priority == priority and c.cap - c.given > 1e-9]
-        weighted = [c for c in wanting if c.weight > 0]
+            return given
+        weighted = [
+            i
+            for i in everyone
+            if priorities[i] == priority and caps[i] - given[i] > 1e-9 and weights[i] > 0
+        ]
         if weighted:
-            spare -= water_fill(spare, weighted, [c.weight for c in weighted])
+            spare -= _water_fill(
+                spare, weighted, [weights[i] for i in weighted], given, caps, idents
+            )
     # Weight 0 means no share of spare capacity while others want it; what nobody else wants
     # is shared equally among them.
-    idle = [c for c in claimants if c.weight == 0 and c.cap - c.given > 1e-9]
+    idle = [i for i in everyone if weights[i] == 0 and caps[i] - given[i] > 1e-9]
     if idle and spare > 1e-9:
-        water_fill(spare, idle, [1.0] * len(idle))
+        _water_fill(spare, idle, [1.0] * len(idle), given, caps, idents)
+    return given
 
 
 @dataclass(slots=True)
