@@ -158,14 +158,14 @@ def served_in_full(
     and whole numbers add and subtract exactly. Whole-unit caps are already whole units, so
     rounding keeps them. Weights other than 1 or 0 are left to the full computation.
     """
-    if not whole_amount(amount):
+    # The caps' total first: on a contended level (shared again at most submissions) it
+    # alone says no, before any claimant is looked at.
+    if not whole_amount(amount) or sum(caps) > amount:
         return False
-    total = 0.0
-    for cap, quota, weight in zip(caps, quotas, weights, strict=True):
-        if not served_alone(unit, cap, quota, weight):
-            return False
-        total += cap
-    return total <= amount
+    return all(
+        served_alone(unit, cap, quota, weight)
+        for cap, quota, weight in zip(caps, quotas, weights, strict=True)
+    )
 
 
 def whole_amount(amount: float) -> bool:
