@@ -37,6 +37,9 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
     # Whether a job could go anywhere reads of it only its request, selector and tasks
     # (and whether it holds room): on a full cluster most such jobs have one shape.
     lands: dict[tuple[int, int, int, Selector, int], bool] = {}
+    # Jobs found unable to go anywhere: a gang is listed on each of its nodes (on ITP about
+    # a third of the jobs a call reads are such repeats).
+    stuck: set[str] = set()
     for node in state.nodes.values():  # any node will do: the order reads nothing
         memo = node.lifting_memo
         known = memo.get(key)
@@ -45,6 +48,9 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
                 memo.clear()
             known = memo[key] = worth_lifting(state, node, per_task, selector)
         for job_id in known:
+            if job_id in stuck:
+                continue
+            stuck.add(job_id)
             lifted = jobs[job_id]
             if lifted.held:
                 return True  # `Landing.could_land`: room it holds widens where it may go
