@@ -54,7 +54,7 @@ def share_column(amount: float, column: Column, unit: float = 0.0) -> list[float
     (higher first) and weight, water-filled and capped; with a `unit`, in whole units."""
     given = _share_exact(amount, column)
     if unit > 0 and given:
-        return _whole_units(given, unit, column)
+        return _whole_units(given, unit, column.ranks, column.idents)
     return given
 
 
@@ -74,8 +74,8 @@ def share_level(amount: float, claimants: list[Claimant], unit: float = 0.0) -> 
 
 def whole_units(claimants: list[Claimant], unit: float) -> None:
     """Rounds the claimants' `given` to whole units (see _whole_units)."""
-    column = Column([c.ident for c in claimants], [], [], [], [], [c.rank for c in claimants])
-    rounded = _whole_units([c.given for c in claimants], unit, column)
+    given = [c.given for c in claimants]
+    rounded = _whole_units(given, unit, [c.rank for c in claimants], [c.ident for c in claimants])
     for claimant, share in zip(claimants, rounded, strict=True):
         claimant.given = share
 
@@ -120,7 +120,9 @@ def _water_fill(
     return used
 
 
-def _whole_units(given: list[float], unit: float, column: Column) -> list[float]:
+def _whole_units(
+    given: list[float], unit: float, ranks: Sequence[int], idents: Sequence[str]
+) -> list[float]:
     """Rounds the shares to whole units by largest remainder, as KAI does for GPUs: each
     claimant keeps the floor of its share, and the units left over (what the exact shares add
     up to, rounded up) go one at a time to the largest remainders; ties go to the claimant
@@ -130,7 +132,6 @@ def _whole_units(given: list[float], unit: float, column: Column) -> list[float]
     floors = [math.floor(share / unit + 1e-6) for share in given]
     left = units - sum(floors)
     if left > 0:
-        ranks, idents = column.ranks, column.idents
         remainders = [
             round(share / unit - floor, 6) for share, floor in zip(given, floors, strict=True)
         ]
