@@ -121,6 +121,11 @@ class Job:
     def is_elastic(self) -> bool:
         return self.min_tasks < self.tasks
 
+    def started_or(self, now: int) -> int:
+        """When it started, or `now` if it has not yet (dispatched, not reported running):
+        the start least disruption orders victims by."""
+        return self.started_ts if self.started_ts is not None else now
+
     def pending_key(self) -> tuple[int, str]:
         return (self.order, self.id)
 

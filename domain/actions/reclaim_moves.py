@@ -27,6 +27,7 @@ from domain.cycle.release_room import (
     exceeds_release_room,
     release_bound,
 )
+from domain.cycle.victims import least_disruption
 from domain.placement import Plan
 from domain.resources import Resources
 from domain.rules.reclaim_deserved import below_deserved
@@ -87,11 +88,6 @@ def reclaim_with_moves(cycle: Cycle, job: Job) -> Outcome | None:
     return None
 
 
-def _order(cycle: Cycle, victim: Job) -> tuple[int, int, str]:
-    started = victim.started_ts if victim.started_ts is not None else cycle.ts
-    return (victim.priority, -started, victim.id)
-
-
 def could_free_enough(
     state: State, job: Job, request: Resources, rooms: Mapping[str, ReleaseRoom]
 ) -> bool:
@@ -132,7 +128,7 @@ def _plan(
                 continue
             if cycle.may_be_victim(job, victim, rule):
                 admitted.append(victim)
-    candidates = sorted(admitted, key=lambda victim: _order(cycle, victim))
+    candidates = sorted(admitted, key=lambda victim: least_disruption(victim, cycle.ts))
     everything = statement.checkpoint()
     taken: list[Job] = []
     freed: set[str] = set()

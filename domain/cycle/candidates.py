@@ -110,11 +110,10 @@ def candidate_steps(
     for queue_id, room in queues:
         for victim in (state.jobs[j] for j in sorted(state.queues[queue_id].running)):
             listed = entries.get(victim.id)
-            started = victim.started_ts
             if (  # whether the entry stands (`Listed`); asked of every victim listed
                 listed is None
                 or listed.victim is not victim
-                or listed.started != (now if started is None else started)
+                or listed.started != victim.started_or(now)
                 or listed.placements != victim.placements
             ):
                 listed = list_victim(state, memo, search, victim, now)
@@ -152,7 +151,8 @@ class Listed:
     """What a listing reads of a running victim alone, as of its placements and start. It
     stands while the victim is the same job with equal placements and start, where a
     victim not started yet is ordered as if it started at the cycle's time
-    (`VictimSearch.victim_order`): its entry stands for that cycle only."""
+    (`Job.started_or`, read by `victims.least_disruption`): its entry stands for that cycle
+    only."""
 
     victim: Job
     placements: dict[str, int]
@@ -207,7 +207,7 @@ def list_victim(
     listed = Listed(
         victim,
         dict(victim.placements),
-        now if victim.started_ts is None else victim.started_ts,
+        victim.started_or(now),
         state.shape_keys.shared(victim.shape(), True),
         [(search.step_order(step), step) for step in victim_steps(victim)],
     )

@@ -35,15 +35,10 @@ class VictimSearch:
         # Searches that found nothing, by rule and job shape, with the cycle's lasting changes.
         self._failed: dict[tuple[object, ...], int] = {}
 
-    def victim_order(self, victim: Job) -> tuple[int, int, str]:
-        """Least disruption first: lowest priority, then most recently started."""
-        started = victim.started_ts if victim.started_ts is not None else self._cycle.ts
-        return (victim.priority, -started, victim.id)
-
     def step_order(self, step: VictimStep) -> tuple[int, int, int, str, int]:
         """Lowest priority first; shrinking before stopping any whole job of that priority;
         then most recently started; then id, then the victim's own step order."""
-        priority, recent, victim_id = self.victim_order(step.victim)
+        priority, recent, victim_id = least_disruption(step.victim, self._cycle.ts)
         return (priority, 0 if step.shrink else 1, recent, victim_id, step.index)
 
     def may_be_victim(self, job: Job, victim: Job, rule: PreemptionRule) -> bool:
@@ -296,3 +291,9 @@ class VictimSearch:
             cycle.statement.set(job, "awaiting", job.awaiting | {victim.id})
         for node_id in sorted(plan):
             cycle.statement.hold(job, node_id, job.per_task * plan[node_id])
+
+
+def least_disruption(victim: Job, now: int) -> tuple[int, int, str]:
+    """A victim's place, least disruptive first: lowest priority, then most recently started
+    (one not started yet counts as started `now`), then id."""
+    return (victim.priority, -victim.started_or(now), victim.id)
