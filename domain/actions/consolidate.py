@@ -225,10 +225,14 @@ def plan_moves(
             # Where the resident could go is found before it is lifted: lifting it frees room
             # only on its own nodes, which are excluded, so the plan is the same and a
             # resident with nowhere to go costs no tentative change.
-            excluded = locked | set(old) | {target}
-            new = landing.place(resident, sum(old.values()), excluded)
-            if new is None or room.most_gained_moving(resident, new) <= 0:
+            if len(old) == 1 and target in old:
+                landed = landing.place_off(resident, target, locked, room)
+            else:
+                new = landing.place(resident, sum(old.values()), locked | set(old) | {target})
+                landed = None if new is None else (new, room.landing_change(resident, new))
+            if landed is None or room.most_gained_leaving(resident) + landed[1] <= 0:
                 continue  # nowhere to go, or the move cannot raise the room (not tried)
+            new = landed[0]
             trial = statement.checkpoint()
             for node_id, placed in sorted(old.items()):
                 statement.unplace(resident, node_id, placed)

@@ -6,6 +6,7 @@ resident it may move, and most have nowhere to go on a full cluster.
 
 from __future__ import annotations
 
+from domain.cycle.room import Room
 from domain.placement import PLACEMENTS, Plan, find_placement
 from domain.resources import Resources
 from domain.state import Job, State
@@ -28,9 +29,43 @@ class Landing:
     def __init__(self, state: State) -> None:
         self._state = state
         self._shapes: dict[tuple[Resources, Selector], _Counted] = {}
+        # Per (request, selector, tasks): where such a resident goes off a node (`place_off`).
+        self._off: dict[tuple[Resources, Selector, int], tuple[Plan, int] | None] = {}
 
     def forget(self) -> None:
         self._shapes.clear()
+        self._off.clear()
+
+    def place_off(
+        self, resident: Job, node_id: str, locked: set[str], room: Room
+    ) -> tuple[Plan, int] | None:
+        """Where the resident's tasks, all placed on `node_id`, could go with `locked` and
+        that node excluded (as `place`), and what landing there changes in the room's bound
+        (`Room.landing_change`); None if nowhere.
+
+        Kept per (request, selector, tasks) until a move is kept, as the counts are, and
+        found with only `locked` excluded: `find_placement` walks the candidates in order,
+        so a node that plan does not use either holds no task or comes after the walk
+        ended, and excluding it gives the same plan. On a full cluster the residents of
+        many nodes share a few shapes, and most have nowhere to go or only where the room
+        loses what it gains."""
+        tasks = resident.placements[node_id]
+        if resident.held:  # held room widens where it may go: no general shape
+            return self._landed(resident, tasks, locked | {node_id}, room)
+        key = (resident.per_task, resident.node_selector, tasks)
+        if key in self._off:
+            found = self._off[key]
+        else:
+            found = self._off[key] = self._landed(resident, tasks, locked, room)
+        if found is None or node_id not in found[0]:
+            return found
+        return self._landed(resident, tasks, locked | {node_id}, room)
+
+    def _landed(
+        self, resident: Job, tasks: int, exclude: set[str], room: Room
+    ) -> tuple[Plan, int] | None:
+        plan = self.place(resident, tasks, exclude)
+        return None if plan is None else (plan, room.landing_change(resident, plan))
 
     def place(self, resident: Job, tasks: int, exclude: set[str]) -> Plan | None:
         if not resident.held and not self._counted(resident).hold(tasks, exclude):

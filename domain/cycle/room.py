@@ -247,16 +247,24 @@ class Room:
         self._needs[node_id] = need
         return need
 
-    def most_gained_moving(self, job: Job, new: Mapping[str, int]) -> int:
-        """An upper bound of how much `total` grows if `job` moves from its nodes to `new`:
-        each node's tasks counted in resources alone (as `could_grow_freeing`), which bounds
-        what `Node.copies` counts on its devices too."""
+    def most_gained_leaving(self, job: Job) -> int:
+        """With `landing_change` for where it goes, an upper bound of how much `total` grows
+        if `job` moves off its nodes: each node's tasks counted in resources alone (as
+        `could_grow_freeing`), which bounds what `Node.copies` counts on its devices too."""
         asked, nodes = self._job.per_task, self._state.nodes
         bound = 0
         for node_id, placed in job.placements.items():
             if self.usable(node_id):
                 freed = nodes[node_id].free + job.per_task * placed
                 bound += asked.max_copies_in(freed) - self.copies(node_id)
+        return bound
+
+    def landing_change(self, job: Job, new: Mapping[str, int]) -> int:
+        """The other term of `most_gained_leaving`'s bound: what landing on `new` changes,
+        counted the same way. It reads of the job only its request: jobs of one request
+        landing on the same nodes share it."""
+        asked, nodes = self._job.per_task, self._state.nodes
+        bound = 0
         for node_id, placed in new.items():
             if self.usable(node_id):
                 left = nodes[node_id].free - job.per_task * placed

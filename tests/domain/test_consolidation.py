@@ -302,3 +302,38 @@ def test_what_could_be_lifted_is_known_per_node_selector() -> None:
     ]
     cluster.agents_obey()
     assert [(c.job, c.node) for c in cluster.last] == [("px", "n1")]
+
+
+def test_each_move_lands_on_room_left_by_the_moves_before_it() -> None:
+    # Given four 4-GPU nodes: two with a 1-GPU job alone (3 GPUs free), two with a 3-GPU
+    # job (1 GPU free),
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", placement="spread"),
+        queue("a", gpu_quota=16),
+        *(node(f"n{index}", gpu=4) for index in range(4)),
+    )
+    cluster.given(1, job("c", "a", gpu=3), job("d", "a", gpu=3))
+    cluster.agents_obey()
+    cluster.given(2, job("a1", "a", gpu=1), job("b1", "a", gpu=1))
+    cluster.agents_obey()
+    assert {c.job: c.node for c in cluster.commands if c.type == "Dispatch"} == {
+        "c": "n3",
+        "d": "n2",
+        "a1": "n1",
+        "b1": "n0",
+    }
+    cluster.given(3, event("ClusterConfigured", placement="binpack"))
+    # when a gang of two 4-GPU tasks comes (8 GPUs free in all, 3 at most on a node),
+    cluster.when(4, job("pair", "a", gpu=4, tasks=2))
+    # then both 1-GPU jobs move, each to a node whose last free GPU it takes: the second
+    # lands where the first left room, not where the first went.
+    assert [(c.type, c.job, c.node) for c in cluster.last] == [
+        ("Dispatch", "b1", "n2"),
+        ("Dispatch", "a1", "n3"),
+        ("Preempt", "b1", "n0"),
+        ("Preempt", "a1", "n1"),
+    ]
+    cluster.agents_obey()
+    assert sorted((c.job, c.node) for c in cluster.last) == [("pair", "n0"), ("pair", "n1")]

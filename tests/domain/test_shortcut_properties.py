@@ -1,7 +1,7 @@
 """The cycle's shortcuts change no command: each is checked against the full steps it skips,
 over generated clusters (consolidation's plan passing over residents with nowhere to go, or
-over every node when no node's one job could be lifted to help; Allocate passing over
-preemptors still waiting for their victims)."""
+over every node when no node's one job could be lifted to help, or keeping where residents of
+one shape land; Allocate passing over preemptors still waiting for their victims)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 @st.composite
 def fragmented(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Consolidation on, a few small nodes, jobs of 1 to 4 GPUs coming and going, and larger
-    jobs and gangs arriving later: free GPUs end up scattered, so plans are made often.
+    """Consolidation on, a few small nodes, jobs of 1 to 4 GPUs a task (one or two tasks)
+    coming and going, and larger jobs and gangs arriving later: free GPUs end up scattered,
+    so plans are made often, and residents of one request run one or two tasks on a node.
     Two queues, one of them preempting within itself by priority."""
     lines: list[dict[str, Any]] = [
         {
@@ -62,7 +63,7 @@ def fragmented(draw: st.DrawFn) -> list[dict[str, Any]]:
             "job": f"j{index}",
             "queue": draw(st.sampled_from(["a", "a", "b"])),
             "priority": draw(st.integers(1, 9)),
-            "tasks": draw(st.sampled_from([1, 1, 2])) if late else 1,
+            "tasks": draw(st.sampled_from([1, 1, 2])),
             "resources": {"gpu": gpu},
             "duration_s": draw(st.integers(1, 20)),
         }
@@ -114,6 +115,16 @@ def _planning_on_every_node() -> Any:
     return mock.patch.object(consolidate, "some_node_could_grow", lambda state, job, landing: True)
 
 
+def _placing_every_resident_afresh() -> Any:
+    def place_off(
+        self: Landing, resident: Any, node_id: str, locked: set[str], room: Any
+    ) -> tuple[dict[str, int], int] | None:
+        tasks = resident.placements[node_id]
+        return self._landed(resident, tasks, locked | {node_id}, room)
+
+    return mock.patch.object(Landing, "place_off", place_off)
+
+
 def _trying_every_preemptor() -> Any:
     return mock.patch.object(Session, "still_waiting", lambda self, job: False)
 
@@ -136,6 +147,16 @@ def test_knowing_no_lift_could_help_before_planning_changes_no_command(
     with _planning_on_every_node():
         planned = run(lines)[1]
     assert run(lines)[1] == planned
+
+
+@SETTINGS
+@given(fragmented())
+def test_where_a_shape_lands_off_a_node_kept_per_plan_changes_no_command(
+    lines: list[dict[str, Any]],
+) -> None:
+    with _placing_every_resident_afresh():
+        placed = run(lines)[1]
+    assert run(lines)[1] == placed
 
 
 @SETTINGS
