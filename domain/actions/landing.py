@@ -46,9 +46,10 @@ class Landing:
         Kept per (request, selector, tasks) until a move is kept, as the counts are, and
         found with only `locked` excluded: `find_placement` walks the candidates in order,
         so a node that plan does not use either holds no task or comes after the walk
-        ended, and excluding it gives the same plan. On a full cluster the residents of
-        many nodes share a few shapes, and most have nowhere to go or only where the room
-        loses what it gains."""
+        ended, and excluding it gives the same plan. So `locked` must be the same set at
+        every call until `forget` (`plan_moves` locks nodes only as it keeps a move). On a
+        full cluster the residents of many nodes share a few shapes, and most have nowhere
+        to go or only where the room loses what it gains."""
         tasks = resident.placements[node_id]
         if resident.held:  # held room widens where it may go: no general shape
             return self._landed(resident, tasks, locked | {node_id}, room)
