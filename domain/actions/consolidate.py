@@ -225,11 +225,7 @@ def plan_moves(
             # Where the resident could go is found before it is lifted: lifting it frees room
             # only on its own nodes, which are excluded, so the plan is the same and a
             # resident with nowhere to go costs no tentative change.
-            if len(old) == 1 and target in old:
-                landed = landing.place_off(resident, target, locked, room)
-            else:
-                new = landing.place(resident, sum(old.values()), locked | set(old) | {target})
-                landed = None if new is None else (new, room.landing_change(resident, new))
+            landed = landing.place_off(resident, target, locked, room)
             if landed is None or room.most_gained_leaving(resident) + landed[1] <= 0:
                 continue  # nowhere to go, or the move cannot raise the room (not tried)
             new = landed[0]

@@ -37,30 +37,32 @@ class Landing:
         self._off.clear()
 
     def place_off(
-        self, resident: Job, node_id: str, locked: set[str], room: Room
+        self, resident: Job, target: str, locked: set[str], room: Room
     ) -> tuple[Plan, int] | None:
-        """Where the resident's tasks, all placed on `node_id`, could go with `locked` and
-        that node excluded (as `place`), and what landing there changes in the room's bound
+        """Where the resident's tasks could go, off its nodes, `target` and `locked` (as
+        `place`), and what landing there changes in the room's bound
         (`Room.landing_change`); None if nowhere.
 
-        Kept per (request, selector, tasks) until a move is kept, as the counts are, and
+        For a resident alone on `target` (holding no room, which widens where it may go),
+        kept per (request, selector, tasks) until a move is kept, as the counts are, and
         found with only `locked` excluded: `find_placement` walks the candidates in order,
         so a node that plan does not use either holds no task or comes after the walk
         ended, and excluding it gives the same plan. So `locked` must be the same set at
         every call until `forget` (`plan_moves` locks nodes only as it keeps a move). On a
         full cluster the residents of many nodes share a few shapes, and most have nowhere
         to go or only where the room loses what it gains."""
-        tasks = resident.placements[node_id]
-        if resident.held:  # held room widens where it may go: no general shape
-            return self._landed(resident, tasks, locked | {node_id}, room)
+        old = resident.placements
+        tasks = sum(old.values())
+        if resident.held or len(old) != 1 or target not in old:
+            return self._landed(resident, tasks, locked | set(old) | {target}, room)
         key = (resident.per_task, resident.node_selector, tasks)
         if key in self._off:
             found = self._off[key]
         else:
             found = self._off[key] = self._landed(resident, tasks, locked, room)
-        if found is None or node_id not in found[0]:
+        if found is None or target not in found[0]:
             return found
-        return self._landed(resident, tasks, locked | {node_id}, room)
+        return self._landed(resident, tasks, locked | {target}, room)
 
     def _landed(
         self, resident: Job, tasks: int, exclude: set[str], room: Room

@@ -117,10 +117,10 @@ def _planning_on_every_node() -> Any:
 
 def _placing_every_resident_afresh() -> Any:
     def place_off(
-        self: Landing, resident: Any, node_id: str, locked: set[str], room: Any
+        self: Landing, resident: Any, target: str, locked: set[str], room: Any
     ) -> tuple[dict[str, int], int] | None:
-        tasks = resident.placements[node_id]
-        return self._landed(resident, tasks, locked | {node_id}, room)
+        old = resident.placements
+        return self._landed(resident, sum(old.values()), locked | set(old) | {target}, room)
 
     return mock.patch.object(Landing, "place_off", place_off)
 
