@@ -125,6 +125,7 @@ class Allocate:
             # A job still waiting for the same victims changed nothing lasting, so no
             # queue's rank either: re-filing the queue would only pop it again.
             if statement.lasting != lasting:
+                cycle.started_waiting(job)
                 return _REQUEUE
             cycle.tried_still_waiting(job)
             return _CONTINUE

@@ -79,6 +79,7 @@ class ReclaimAgain:
         elif outcome is Outcome.PREEMPTING:
             statement.set(job, "pending_reason", reason)
             statement.set(job, "blocked_since", None)
+            cycle.started_waiting(job)
         else:
             # Its victims may be work dispatched in this very cycle, which is never preempted
             # in the cycle that dispatched it: look again in a later one.

@@ -72,6 +72,20 @@ def tried_still_waiting(state: State, statement: Statement, fitter: Fitter, job:
         _park(state, fitter, parked_of(state), job, held_take_none=False)
 
 
+def started_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) -> None:
+    """After a try that started a preemption for the job: parks it, as `tried_still_waiting`
+    would in the next cycle, once Claim finds its victims still stopping (only then do walks
+    ask the parked set). Done here, at the cost of the cycle that issued the preemption, the
+    cycle after a large wave of preemptions does not answer each of its preemptors in full."""
+    if statement.tentative or not job.awaiting:
+        return
+    for victim_id in job.awaiting:  # all stopping, as just told to (a loop, as in `refresh`)
+        if not still_stopping(state, victim_id):
+            return
+    if _holds_waiting_reason(job):
+        _park(state, fitter, parked_of(state), job, held_take_none=False)
+
+
 def _holds_waiting_reason(job: Job) -> bool:
     """Not blocked, holding room, and holding the reason a waiting preemptor is given for
     exactly the victims it awaits: a try that finds no size placeable changes none of it."""

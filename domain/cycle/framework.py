@@ -207,6 +207,11 @@ class Cycle(CycleView, Protocol):
         nothing: later walks may pass it over (domain/cycle/parked.py)."""
         ...
 
+    def started_waiting(self, job: Job) -> None:
+        """Notes that a try of the job just started a preemption for it and left it waiting
+        for those victims: later walks may pass it over (domain/cycle/parked.py)."""
+        ...
+
     def look_alike_key(self, job: Job) -> ShapeKey | None:
         """The key the job's look-alikes share, or None for a job always tried in full."""
 

@@ -4,7 +4,8 @@ Allocate asks `still_waiting` (domain/cycle/awaiting.py) of every waiting preemp
 reaches. On a large cluster thousands wait for their victims cycle after cycle, and each
 answer reads the job, its reason, its holds and the nodes it could use: the cost of a cycle
 grew with the preemptions in flight, not with what changed. Once the full answer is yes,
-the preemptor is parked here, and later walks pass it over while:
+or as soon as its preemption starts (`awaiting.started_waiting`), the preemptor is parked
+here, and later walks pass it over while:
 
 - nothing of it changed: every change to a pending job (its reason, awaited victims,
   holds, placements) goes through `Statement.touch`, which unparks it;
@@ -71,6 +72,11 @@ class Parked:
         by looking (not from a memo), preemptible and under no limit."""
         if len(self.jobs) > 2 * len(state.holders) + 64:
             self._prune(state)
+        # Growth noted before now is growth before this job was parked (its look found no
+        # room after it): it may unpark only those parked earlier. Above all the notes its
+        # own preemption made, when it is parked in the cycle that started it.
+        if state.node_index.grown:
+            self._note_growth(state)
         self.unpark(job.id)
         shape = (job.per_task, job.node_selector)
         held = tuple(job.held)

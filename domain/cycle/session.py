@@ -185,6 +185,9 @@ class Session:
     def tried_still_waiting(self, job: Job) -> None:
         awaiting.tried_still_waiting(self._state, self._statement, self._fitter, job)
 
+    def started_waiting(self, job: Job) -> None:
+        awaiting.started_waiting(self._state, self._statement, self._fitter, job)
+
     def look_alike_key(self, job: Job) -> ShapeKey | None:
         return self._shape(job)
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from tests.domain.harness import Cluster, event, job, node, queue
+from tests.domain.test_waiting_preemptor_fit import counting_placements
 
 ZONE_X: dict[str, Any] = {"labels": {"zone": "x"}}
 ZONE_Y: dict[str, Any] = {"labels": {"zone": "y"}}
 
 
-def preemptor_waiting(**high: Any) -> Cluster:
-    """`high` (one 4-GPU task) preempted `low` on n0 (zone x) and waits for it to stop,
-    through two more cycles, each for a job of 8 GPUs in zone x, which fits nowhere; `keeper`,
-    which it may not preempt, runs alone on n1 (8 GPUs, zone y)."""
+def preemptor_started(**high: Any) -> Cluster:
+    """`high` (one 4-GPU task) preempted `low` on n0 (zone x) at 1000; `keeper`, which it may
+    not preempt, runs alone on n1 (8 GPUs, zone y)."""
     cluster = Cluster()
     cluster.given(
         0,
@@ -26,11 +26,65 @@ def preemptor_waiting(**high: Any) -> Cluster:
     cluster.agents_obey()
     cluster.given(1000, job("high", "q", gpu=4, priority=5, **high))
     assert cluster.preempted(cluster.commands) == ["low"]
-    # Two more cycles: the first tries it in full and finds it still waiting, the next one
-    # passes it over.
+    return cluster
+
+
+def preemptor_waiting(**high: Any) -> Cluster:
+    """`high` (one 4-GPU task) preempted `low` on n0 (zone x) and waits for it to stop,
+    through two more cycles, each for a job of 8 GPUs in zone x, which fits nowhere; `keeper`,
+    which it may not preempt, runs alone on n1 (8 GPUs, zone y)."""
+    cluster = preemptor_started(**high)
+    # Two more cycles, which pass it over (parked when its preemption started).
     cluster.given(2000, job("wide", "q", gpu=8, priority=1, node_selector={"zone": "x"}))
     cluster.given(3000, job("wider", "q", gpu=8, priority=1, node_selector={"zone": "x"}))
     return cluster
+
+
+def test_a_preemptor_is_passed_over_from_the_cycle_after_its_preemption_started() -> None:
+    # Given `high` preempting `low` on n0, in the cycle that folds it
+    cluster = preemptor_started()
+    searched, counting = counting_placements()
+
+    # When, in the next cycle, a job arrives that fits nowhere
+    with counting:
+        cluster.when(2000, job("wide", "q", gpu=8, priority=1, node_selector={"zone": "x"}))
+
+    # Then only the new job is searched for: the preemptor, parked when its preemption
+    # started, is passed over, still waiting for its victim
+    assert searched == ["wide"]
+    assert cluster.last == []
+    assert cluster.job_view("high").awaiting == ("low",)
+
+
+def test_preemptors_started_together_are_all_passed_over_in_the_next_cycle() -> None:
+    # Given two preemptors started in one cycle, each stopping a victim on its own node:
+    # each stop notes its node, which the first to be parked must not take for growth
+    cluster = Cluster()
+    cluster.given(
+        0,
+        queue("q", gpu_quota=16, preemption={"within_queue": True}),
+        node("n0", gpu=4, **ZONE_X),
+        node("n1", gpu=8, **ZONE_Y),
+        node("n2", gpu=4, **ZONE_X),
+    )
+    cluster.given(
+        0,
+        job("low0", "q", gpu=4, priority=1),
+        job("low2", "q", gpu=4, priority=1),
+        job("keeper", "q", gpu=8, priority=9),
+    )
+    cluster.agents_obey()
+    cluster.given(1000, job("high", "q", gpu=4, priority=5), job("high2", "q", gpu=4, priority=5))
+    assert sorted(cluster.preempted(cluster.commands)) == ["low0", "low2"]
+    searched, counting = counting_placements()
+
+    # When, in the next cycle, a job arrives that fits nowhere
+    with counting:
+        cluster.when(2000, job("wide", "q", gpu=8, priority=1, node_selector={"zone": "x"}))
+
+    # Then neither preemptor is searched for again
+    assert searched == ["wide"]
+    assert cluster.last == []
 
 
 def test_a_waiting_preemptor_takes_room_freed_on_another_node_at_once() -> None:

@@ -47,8 +47,9 @@ def counting_placements() -> tuple[list[str], Any]:
 
 
 def test_a_preemptor_whose_victim_still_runs_shares_its_shapes_verdict() -> None:
-    # Given a preemptor waiting for its victim to stop
-    cluster = preemptor_waiting()
+    # Given a preemptor waiting for its victim to stop, in a queue with a limit (so it is
+    # tried in full, never parked: domain/cycle/parked.py)
+    cluster = preemptor_waiting(gpu_limit=12)
     searched, counting = counting_placements()
     with counting:
         # When a look-alike arrives before the victim has stopped
