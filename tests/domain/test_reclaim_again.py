@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from domain.actions import allocate
 from domain.cycle.session import Session
 from tests.domain import test_blocked_shapes
-from tests.domain.harness import Cluster, job, node, simulate
+from tests.domain.harness import Cluster, event, job, node, simulate
 from tests.domain.test_reclaim_properties import scenarios
 from tests.domain.test_victim_search import gpu_queue, settle
+from tests.domain.test_waiting_preemptor_fit import counting_placements
 
 
 def line(kind: str, ts: int, **fields: Any) -> dict[str, Any]:
@@ -104,3 +105,34 @@ def test_a_search_that_found_nothing_is_made_again_once_a_dispatch_changed_the_q
     commands = [(o["type"], o["job"], o["ts"]) for o in output if o["type"] != "Rejected"]
     assert ("Dispatch", "j5", 4) in commands
     assert ("Preempt", "j1", 4) in commands
+
+
+def test_a_preemptor_started_by_the_later_look_is_passed_over_in_the_next_cycle() -> None:
+    # Given the cluster above live: the later look reclaims j1 (on n0) for j3, whose victim
+    # has not stopped yet, and j5 runs on n1
+    cluster = Cluster()
+    cluster.given(
+        0,
+        event("ClusterConfigured", placement="spread", consolidation=False),
+        gpu_queue("q0", 4),
+        gpu_queue("q1", 2),
+        node("n0", gpu=4),
+        node("n1", gpu=2),
+    )
+    cluster.given(1, job("j1", "q1", gpu=2))
+    cluster.given(2, event("JobStarted", job="j1", node="n0", attempt=1))
+    issued = cluster.given(4, job("j3", "q0", gpu=4), job("j5", "q1", gpu=2))
+    assert [(c.type, c.job, c.node) for c in issued] == [
+        ("Dispatch", "j5", "n1"),
+        ("Preempt", "j1", "n0"),
+    ]
+    cluster.given(4, event("JobStarted", job="j5", node="n1", attempt=1))
+    searched, counting = counting_placements()
+
+    # When, in the next cycle, a job of q0 arrives that fits nowhere
+    with counting:
+        cluster.when(5, job("j6", "q0", gpu=4))
+
+    # Then only j6 is searched for: j3 was parked when its preemption started
+    assert searched == ["j6"]
+    assert cluster.last == []
