@@ -23,6 +23,7 @@ from domain.events import (
     QueueDeleted,
     Tick,
 )
+from domain.liveness import note_heard
 from domain.nodes import note_holder
 from domain.quota import QuotaSpec
 from domain.state import Job, JobStatus, Node, Queue, State
@@ -172,7 +173,9 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
         node.last_heartbeat_ts = ts
     if refile:
         state.node_index.update(node)
-    heapq.heappush(state.heartbeat_expiry, (ts + state.cluster.heartbeat_timeout_s * 1000, node.id))
+    deadline = ts + state.cluster.heartbeat_timeout_s * 1000
+    heapq.heappush(state.heartbeat_expiry, (deadline, node.id))
+    note_heard(state, node.id, deadline)
 
 
 @_evolve.register
@@ -186,6 +189,7 @@ def _(event: NodesAlive, state: State, seq: int, ts: int) -> None:
             continue
         node.last_heartbeat_ts = heard
         heapq.heappush(state.heartbeat_expiry, (heard + timeout_ms, node_id))
+        note_heard(state, node_id, heard + timeout_ms)
 
 
 @_evolve.register

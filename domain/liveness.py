@@ -14,11 +14,15 @@ journal of the benchmarks (projections/synthetic.py) keeps one too, so both writ
 
 from __future__ import annotations
 
+import heapq
+
 from domain.events import NodeHeartbeat, NodesAlive
 from domain.limits import NODES_ALIVE_MAX
 from domain.state import State
 
-__all__ = ["LivenessTracker", "changes_view", "next_due_ts"]
+__all__ = ["LivenessTracker", "changes_view", "next_due_ts", "note_heard"]
+
+EXPIRIES = "live_node_expiries"  # configuration memo: _LiveExpiries
 
 
 def changes_view(state: State, event: NodeHeartbeat) -> bool:
@@ -38,17 +42,66 @@ def next_due_ts(state: State) -> int | None:
     """The earliest ts at which the core has something due: a live node's heartbeat expiry or
     a policy timer. None when nothing is due ever (no live node, no timer).
 
-    The expiry heap is lazy (it keeps entries that later heartbeats made stale), so this reads
-    the nodes themselves; it never changes the state.
+    The sequencer asks it for every batch. The core's own expiry heap keeps the entries that
+    later heartbeats made stale until they fall due (each then triggers a cycle, so it must
+    stay as it is), so the earliest live deadline is read from a derived heap instead
+    (`_LiveExpiries`): amortised, each heartbeat's entry is pushed and dropped once, and a
+    batch no longer reads every node. Only that derived memo changes, never the state.
     """
     due = state.timers[0][0] if state.timers else None
-    timeout_ms = state.cluster.heartbeat_timeout_s * 1000
-    for node in state.nodes.values():
-        if not node.lost:
-            expiry = node.last_heartbeat_ts + timeout_ms
-            if due is None or expiry < due:
-                due = expiry
+    expiry = _expiries(state).earliest(state)
+    if expiry is not None and (due is None or expiry < due):
+        due = expiry
     return due
+
+
+def note_heard(state: State, node_id: str, deadline: int) -> None:
+    """The fold notes a live node's new heartbeat deadline (after it set the node's last
+    heartbeat): kept in the derived heap, if one was made."""
+    expiries = state.configuration_memo.get(EXPIRIES)
+    if isinstance(expiries, _LiveExpiries):
+        heapq.heappush(expiries.heap, (deadline, node_id))
+
+
+class _LiveExpiries:
+    """Each live node's heartbeat deadline (last heard + timeout), earliest first. Entries
+    that a later heartbeat or a loss made stale are dropped when they reach the top. Kept
+    with the configuration (which sets the timeout), never saved: made again from the nodes
+    after a restore or a configuration change."""
+
+    __slots__ = ("heap", "timeout_ms")
+
+    def __init__(self, state: State) -> None:
+        self.timeout_ms = state.cluster.heartbeat_timeout_s * 1000
+        self.heap = [
+            (node.last_heartbeat_ts + self.timeout_ms, node.id)
+            for node in state.nodes.values()
+            if not node.lost
+        ]
+        heapq.heapify(self.heap)
+
+    def earliest(self, state: State) -> int | None:
+        heap, nodes, timeout_ms = self.heap, state.nodes, self.timeout_ms
+        while heap:
+            deadline, node_id = heap[0]
+            node = nodes.get(node_id)
+            if (
+                node is not None
+                and not node.lost
+                and node.last_heartbeat_ts + timeout_ms == deadline
+            ):
+                return deadline
+            heapq.heappop(heap)  # stale: heard again since, or lost
+        return None
+
+
+def _expiries(state: State) -> _LiveExpiries:
+    memo = state.configuration_memo
+    expiries = memo.get(EXPIRIES)
+    if expiries is None:
+        expiries = memo[EXPIRIES] = _LiveExpiries(state)
+    assert isinstance(expiries, _LiveExpiries)
+    return expiries
 
 
 class LivenessTracker:
