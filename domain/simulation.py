@@ -71,6 +71,8 @@ class Simulator:
         self.agent = AgentModel()
         self._heartbeats: dict[str, NodeHeartbeat] = {}
         self._down: set[str] = set()  # nodes failed by NodeDown: no heartbeats, no answers
+        # What the group or moment being worked on emitted, in order; handed out and emptied
+        # at its end (`_emitted`), so memory follows the state, not the length of the run.
         self.output: list[NodeCommand | Rejected] = []
         self.accepted = 0  # input lines folded; every other non-blank line was rejected
 
@@ -103,7 +105,8 @@ class Simulator:
                     )
                 yield from self._flush_group(group_ts, group)
                 group, group_ts = [], None
-                yield self._reject(self.now, text, reason).to_wire()
+                self._reject(self.now, text, reason)
+                yield from self._emitted()
                 continue
             if group_ts is not None and ts != group_ts:
                 yield from self._flush_group(group_ts, group)
@@ -120,14 +123,13 @@ class Simulator:
             return
         yield from self._drain(ts)
         self.now = ts
-        start = len(self.output)
         for text, item in group:
             if isinstance(item, str):
                 self._reject(ts, text, item)  # a line that failed validation
             else:
                 self._fold_input(ts, text, item)
         self._cycle_and_answer(ts)
-        yield from (item.to_wire() for item in self.output[start:])
+        yield from self._emitted()
 
     def _fold_input(self, ts: int, text: str, event: Event | NodeDown) -> None:
         if isinstance(event, NodeDown):
@@ -162,7 +164,12 @@ class Simulator:
         self.seq += 1
         apply(self.state, event, self.seq, ts)
 
-    def _reject(self, ts: int, text: str, reason: str) -> Rejected:
+    def _emitted(self) -> Iterator[dict[str, Any]]:
+        """What was emitted since the last hand-out, in order, as JSON-ready dicts."""
+        emitted, self.output = self.output, []
+        return (item.to_wire() for item in emitted)
+
+    def _reject(self, ts: int, text: str, reason: str) -> None:
         # Bounded echoes: a refused line of any size prints as one short line.
         rejected = Rejected(
             ts=ts,
@@ -171,7 +178,6 @@ class Simulator:
             reason=clip(reason, REASON_CHARS_MAX),
         )
         self.output.append(rejected)
-        return rejected
 
     # -- virtual time ---------------------------------------------------------------------
 
@@ -196,14 +202,13 @@ class Simulator:
                 return
             moment = max(moment, self.now)
             self.now = moment
-            start = len(self.output)
             self._keep_nodes_alive(moment)
             for finished in self.agent.finish_due(moment):
                 self._append(moment, finished)
             if self.state.group_open is False:
                 self._append(moment, Tick())
             self._cycle_and_answer(moment)
-            yield from (item.to_wire() for item in self.output[start:])
+            yield from self._emitted()
 
     def _keep_nodes_alive(self, ts: int) -> None:
         expiry = self.state.heartbeat_expiry

@@ -145,3 +145,24 @@ def test_simulate_stamps_an_invalid_line_with_its_own_time_in_file_order() -> No
     assert "extra: unknown field" in output[0]["reason"]
     assert "extra: unknown field" in output[2]["reason"]
     assert "ts 7 is before the simulation's current time 10" in output[3]["reason"]
+
+
+def test_simulate_prints_a_line_refused_for_its_time_once_before_the_next_groups_commands() -> None:
+    from tests.domain.harness import simulate
+
+    # Given a queue and a node, and a job placed at 10
+    # When a line before the simulation's time is followed by a later job
+    output = simulate(
+        {"type": "QueueConfigured", "queue": "a", "ts": 0},
+        {"type": "NodeHeartbeat", "node": "n1", "capacity": {"gpu": 2}, "ts": 0},
+        {"type": "JobSubmitted", "job": "first", "queue": "a", "ts": 10},
+        {"type": "JobSubmitted", "job": "behind", "queue": "a", "ts": 7},
+        {"type": "JobSubmitted", "job": "next", "queue": "a", "ts": 20},
+    )
+
+    # Then the refusal is printed once, between the two groups' commands
+    assert [(o["type"], o.get("job"), o["ts"]) for o in output] == [
+        ("Dispatch", "first", 10),
+        ("Rejected", None, 10),
+        ("Dispatch", "next", 20),
+    ]
