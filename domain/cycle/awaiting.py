@@ -30,12 +30,7 @@ def unchanged(state: State, job: Job) -> bool:
 def refresh(state: State, statement: Statement, job: Job) -> None:
     """Drops from the job's awaited victims those no longer stopping; a preemptor that still
     waits for all of them (most, every cycle) keeps its set as it is."""
-    if unchanged(state, job):
-        return
-    for victim_id in job.awaiting:  # a loop, not all(): asked of many preemptors a cycle
-        if not still_stopping(state, victim_id):
-            break
-    else:
+    if unchanged(state, job) or _all_stopping(state, job):
         return
     awaiting = frozenset(v for v in job.awaiting if still_stopping(state, v))
     statement.set(job, "awaiting", awaiting)
@@ -79,11 +74,17 @@ def started_waiting(state: State, statement: Statement, fitter: Fitter, job: Job
     cycle after a large wave of preemptions does not answer each of its preemptors in full."""
     if statement.tentative or not job.awaiting:
         return
-    for victim_id in job.awaiting:  # all stopping, as just told to (a loop, as in `refresh`)
-        if not still_stopping(state, victim_id):
-            return
-    if _holds_waiting_reason(job):
+    if _all_stopping(state, job) and _holds_waiting_reason(job):  # as just told to
         _park(state, fitter, parked_of(state), job, held_take_none=False)
+
+
+def _all_stopping(state: State, job: Job) -> bool:
+    """Whether every victim the job awaits is still stopping."""
+    # A loop, not all() over a generator: asked of many preemptors a cycle.
+    for victim_id in job.awaiting:  # noqa: SIM110
+        if not still_stopping(state, victim_id):
+            return False
+    return True
 
 
 def _holds_waiting_reason(job: Job) -> bool:
