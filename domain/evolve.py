@@ -108,6 +108,8 @@ def _move_subtree(state: State, queue: Queue, new_parent: str | None) -> None:
 @_evolve.register
 def _(event: QueueDeleted, state: State, seq: int, ts: int) -> None:
     queue = state.queues.pop(event.queue)
+    state.pending_queues.discard(queue.id)
+    state.stopped_queues.discard(queue.id)
     if queue.parent is not None:
         state.queues[queue.parent].children.remove(queue.id)
         state.fair_share_dirty.add(queue.parent)

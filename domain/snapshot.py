@@ -55,6 +55,8 @@ DERIVED_STATE = frozenset(
         "configuration_changes",
         "failed_plans",
         "shape_keys",
+        "pending_queues",  # State.__post_init__ builds both from the loaded queues
+        "stopped_queues",
     }
 )
 # quota, policy and preemption come from its QueueConfigured; least_task and stoppable_on a

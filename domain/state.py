@@ -112,6 +112,19 @@ class State(Allocations):
     waiting: dict[str, set[str]] = field(default_factory=dict)
     dependents: dict[str, list[str]] = field(default_factory=dict)
     dependency_failed: dict[str, str] = field(default_factory=dict)  # job -> the job that failed
+    # So that a cycle visits only the queues with work, not every queue: those with a pending
+    # job (kept by enqueue and dequeue), and those a cycle may have stopped (a superset of
+    # the queues whose `stopped_by` or `stopped_policy` is set; Allocate clears both first).
+    # Derived, never saved: built from the queues when a state is made (a snapshot's too).
+    pending_queues: set[str] = field(default_factory=set, compare=False)
+    stopped_queues: set[str] = field(default_factory=set, compare=False)
+
+    def __post_init__(self) -> None:
+        for queue in self.queues.values():
+            if len(queue.pending):
+                self.pending_queues.add(queue.id)
+            if queue.stopped_by is not None or queue.stopped_policy is not None:
+                self.stopped_queues.add(queue.id)
 
     # -- queues -----------------------------------------------------------------------
 
@@ -168,10 +181,14 @@ class State(Allocations):
         job.started_nodes = NO_JOBS
         job.started_ts = None
         self.queues[job.queue].pending.add(job)
+        self.pending_queues.add(job.queue)
         self.needs_cycle = True
 
     def dequeue(self, job: Job) -> None:
-        self.queues[job.queue].pending.remove(job)
+        pending = self.queues[job.queue].pending
+        pending.remove(job)
+        if not len(pending):
+            self.pending_queues.discard(job.queue)
         job.blocked_since = None  # a later requeue starts a fresh blocked period
         job.pending_reason = None
 

@@ -34,14 +34,15 @@ class Allocate:
         # (fair shares do not change within the action), so an entry keyed at the current
         # epoch is fresh without computing it again.
         keyed_at: dict[str, int] = {}
-        waiting: list[str] = []
-        for queue_id in sorted(state.queues):
+        # Only the queues a cycle may have stopped and those with a pending job are visited
+        # (State.stopped_queues, State.pending_queues), so idle queues cost nothing.
+        for queue_id in sorted(state.stopped_queues):
             queue = state.queues[queue_id]
             if queue.stopped_by is not None or queue.stopped_policy is not None:
                 statement.set(queue, "stopped_by", None)
                 statement.set(queue, "stopped_policy", None)
-            if len(queue.pending):
-                waiting.append(queue_id)
+        state.stopped_queues.clear()
+        waiting = sorted(state.pending_queues)
         forget_idle(cycle, waiting)
         queue_key = QueueKeys(state).key
         # A lone queue is never ranked against another (a requeue with an empty heap keeps
@@ -146,6 +147,7 @@ class Allocate:
         """The policy stops the queue at its blocked job for this cycle."""
         cycle.statement.set(queue, "stopped_by", job.id)
         cycle.statement.set(queue, "stopped_policy", policy.kind)
+        cycle.state.stopped_queues.add(queue.id)
 
 
 # Read once: an enum member read through its class costs a lookup, and _serve runs per job.

@@ -15,6 +15,8 @@ from domain.cycle.framework import CycleView
 from domain.state import Job, State
 from domain.wire_types import SelfLevelRule
 
+_ANYWHERE = "self_level_anywhere"  # State.configuration_memo: some queue has the rule
+
 
 def in_range(priority: int, bounds: tuple[int, int]) -> bool:
     return bounds[0] <= priority <= bounds[1]
@@ -81,12 +83,15 @@ class SelfLevel:
 
     def reads_priority(self, cycle: CycleView, job: Job) -> bool:
         # Both ranges read priorities: the job's own queue's rule, and its siblings' (or
-        # their ancestors' siblings') as victim. Any queue with the rule counts, checked once.
-        state = cycle.state
-        return cycle.memo(
-            "self_level_anywhere",
-            lambda: any(q.preemption.self_level is not None for q in state.queues.values()),
-        )
+        # their ancestors' siblings') as victim. Any queue with the rule counts, checked once
+        # until the configuration changes (asked once per queue, so not once per cycle).
+        memo = cycle.state.configuration_memo
+        anywhere = memo.get(_ANYWHERE)
+        if anywhere is None:
+            anywhere = memo[_ANYWHERE] = any(
+                queue.preemption.self_level is not None for queue in cycle.state.queues.values()
+            )
+        return bool(anywhere)
 
     def allows_after(self, cycle: CycleView, job: Job, victims: list[Job]) -> bool:
         return True
