@@ -24,7 +24,7 @@ from domain.agent import AgentModel
 from domain.codec import DecodeError, decode_timed
 from domain.commands import Dispatch, NodeCommand, Rejected
 from domain.decider import accept, apply, close_group, initial_state
-from domain.events import Event, NodeHeartbeat, Tick
+from domain.events import ClusterConfigured, Event, NodeHeartbeat, Tick
 from domain.limits import REASON_CHARS_MAX, REJECTED_INPUT_CHARS_MAX, clip
 from domain.plugins import DEFAULT_PLUGINS, Plugins
 from domain.state import State
@@ -71,6 +71,9 @@ class Simulator:
         self.agent = AgentModel()
         self._heartbeats: dict[str, NodeHeartbeat] = {}
         self._down: set[str] = set()  # nodes failed by NodeDown: no heartbeats, no answers
+        # The core's heartbeat deadlines of failed nodes (`_first_down_deadline`), so a moment
+        # is found without reading every node's deadline: a heap, pruned as it is read.
+        self._down_deadlines: list[tuple[int, str]] = []
         # What the group or moment being worked on emitted, in order; handed out and emptied
         # at its end (`_emitted`), so memory follows the state, not the length of the run.
         self.output: list[NodeCommand | Rejected] = []
@@ -147,6 +150,8 @@ class Simulator:
             self._heartbeats[event.node] = event
             self._down.discard(event.node)
         self._append(ts, event)
+        if isinstance(event, ClusterConfigured) and self._down:
+            self._note_down_deadlines(self._down)  # the core made its deadlines anew
         self.accepted += 1
 
     def _node_down(self, ts: int, text: str, directive: NodeDown) -> None:
@@ -154,6 +159,7 @@ class Simulator:
             self._reject(ts, text, f"NodeDown: unknown node {directive.node}")
             return
         self._down.add(directive.node)
+        self._note_down_deadlines({directive.node})
         # Its processes are gone with it: nothing it ran finishes or answers any more.
         for key in sorted(self.agent.runs):
             if key[0] == directive.node:
@@ -189,10 +195,36 @@ class Simulator:
         if self.state.timers:
             moments.append(self.state.timers[0][0])
         if self._down:  # a failed node's deadline: the core then declares it lost
-            deadlines = [t for t, n in self.state.heartbeat_expiry if n in self._down]
-            if deadlines:
-                moments.append(min(deadlines))
+            deadline = self._first_down_deadline()
+            if deadline is not None:
+                moments.append(deadline)
         return min(moments) if moments else None
+
+    def _note_down_deadlines(self, nodes: set[str]) -> None:
+        """Copies the core's deadlines of `nodes` (failed) into `_down_deadlines`: one read of
+        every deadline per NodeDown line, and per ClusterConfigured while a node is down."""
+        if len(nodes) == len(self._down):
+            self._down_deadlines = []  # all of them read again
+        for entry in self.state.heartbeat_expiry:
+            if entry[1] in nodes:
+                heapq.heappush(self._down_deadlines, entry)
+
+    def _first_down_deadline(self) -> int | None:
+        """The earliest of the core's deadlines (a lazy heap) that names a failed node.
+
+        A failed node's deadlines are only ever taken out of the core's heap: nothing
+        heartbeats for it (a heartbeat line ends its failure), and a ClusterConfigured, which
+        makes every deadline anew, is read again (`_note_down_deadlines`). One taken out is
+        gone for good once the core's cycle has taken out every deadline due then, after which
+        every deadline left, and every one added later (a later ts plus the timeout), is
+        greater; the heartbeats renewed before that cycle put the failed nodes' back. So a
+        failed node's deadline is still in the core's heap exactly when it is not below the
+        heap's top, and those that are are dropped here."""
+        expiry = self.state.heartbeat_expiry
+        kept = self._down_deadlines
+        while kept and (not expiry or kept[0] < expiry[0] or kept[0][1] not in self._down):
+            heapq.heappop(kept)
+        return kept[0][0] if kept else None
 
     def _drain(self, until: int | None) -> Iterator[dict[str, Any]]:
         """Advances virtual time through finishes and timers due before `until` (all if None)."""
