@@ -1,11 +1,12 @@
 """`quotaflow simulate` end to end: decisions per second next to merely reading and writing lines.
 
 Run: .venv/bin/python bench/simulate_bench.py [--nodes 5000] [--jobs 10000] [--queues 20]
-     [--root TREE]
+     [--nodes-down 0] [--root TREE]
 
 Writes a JSON-lines file (ClusterConfigured, `--queues` queues sharing the GPUs' quota, `--nodes`
 nodes of 8 GPUs, then `--jobs` one-GPU submissions, each at its own ts and the queues taken in
-turn), then runs, each as its own process:
+turn, with `--nodes-down` NodeDown directives as they begin), then runs, each as its own
+process:
 
 1. `python -m cli simulate FILE > OUT` (the real command, start-up included);
 2. the floor: a process that imports the same CLI, reads the same file line by line, parses
@@ -58,7 +59,9 @@ out.flush()
 """
 
 
-def write_input(path: Path, nodes: int, jobs: int, queues: int = QUEUES) -> None:
+def write_input(
+    path: Path, nodes: int, jobs: int, queues: int = QUEUES, nodes_down: int = 0
+) -> None:
     with path.open("wb") as out:
         lines: list[dict[str, object]] = [{"type": "ClusterConfigured", "ts": 0}]
         for index in range(queues):
@@ -75,6 +78,8 @@ def write_input(path: Path, nodes: int, jobs: int, queues: int = QUEUES) -> None
             lines.append(
                 {"type": "NodeHeartbeat", "ts": 0, "node": f"n{index:05d}", "capacity": capacity}
             )
+        for index in range(nodes_down):  # failed as the submissions begin (contract section 7)
+            lines.append({"type": "NodeDown", "ts": 1000, "node": f"n{index:05d}"})
         for index in range(jobs):
             lines.append(
                 {
@@ -106,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5_000)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--queues", type=int, default=QUEUES)
+    parser.add_argument("--nodes-down", type=int, default=0, help="NodeDown directives")
     parser.add_argument("--root", help="run another source tree (for before/after)")
     args = parser.parse_args(argv)
     tree = args.root or str(REPO)
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True)
     with tempfile.TemporaryDirectory() as folder:
         source, out = Path(folder) / "in.jsonl", Path(folder) / "out.jsonl"
-        write_input(source, args.nodes, args.jobs, args.queues)
+        write_input(source, args.nodes, args.jobs, args.queues, args.nodes_down)
         cpu, wall = timed([sys.executable, "-m", "cli", "simulate", str(source)], tree, out)
         data = out.read_bytes()
         lines = data.count(b"\n")
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]}; tree {tree}; its bytecode compiled before timing")
     print(
         f"\n`quotaflow simulate`: {args.nodes} nodes x 8 GPUs, {args.queues} queues, "
-        f"{args.jobs} one-GPU submissions"
+        f"{args.jobs} one-GPU submissions, {args.nodes_down} nodes failing as they begin"
     )
     print(
         "| run | CPU s | wall s | output lines | decisions | decisions/s (CPU) | "
