@@ -21,11 +21,14 @@ class PendingIndex:
     a walk over a long queue reads no table and no id (a snapshot writes order and id only).
     """
 
-    __slots__ = ("_lists", "_size", "touched", "version")
+    __slots__ = ("_lists", "_size", "demand", "touched", "version")
 
     def __init__(self) -> None:
         self._lists: dict[tuple[bool, int], list[PendingEntry]] = {}
         self._size = 0
+        # How many pending jobs ask each smallest size (`demand_shape`), so that what the
+        # queue waits for is summed per shape, not per job (domain/actions/expand.py).
+        self.demand: dict[DemandShape, int] = {}
         # For the queue's settled walk (domain/actions/settled_walk.py): bumped when a job
         # joins or leaves; and, while the walk is kept, the ids of the pending jobs a
         # statement changed since (Statement.touch), else None.
@@ -42,6 +45,8 @@ class PendingIndex:
         )
         self._size += 1
         self.version += 1
+        shape = demand_shape(job)
+        self.demand[shape] = self.demand.get(shape, 0) + 1
 
     def remove(self, job: Job) -> None:
         entries = self._lists[(job.interactive, job.priority)]
@@ -51,6 +56,17 @@ class PendingIndex:
             del entries[index]
             self._size -= 1
             self.version += 1
+            shape = demand_shape(job)
+            left = self.demand[shape] - 1
+            if left:
+                self.demand[shape] = left
+            else:
+                del self.demand[shape]
+
+    def __contains__(self, job: Job) -> bool:
+        entries = self._lists.get((job.interactive, job.priority), ())
+        index = bisect.bisect_left(entries, (job.order, job.id))
+        return index < len(entries) and entries[index][1] == job.id
 
     def lists(self) -> list[tuple[tuple[bool, int], list[PendingEntry]]]:
         return sorted(self._lists.items(), key=_LIST_KEY)
@@ -76,10 +92,30 @@ class PendingIndex:
         for key, pairs in saved:
             index._lists[key] = [(order, job_id, jobs[job_id]) for order, job_id in pairs]
             index._size += len(pairs)
+            for _, job_id in pairs:
+                shape = demand_shape(jobs[job_id])
+                index.demand[shape] = index.demand.get(shape, 0) + 1
         return index
 
 
 PendingEntry = tuple[int, str, Job]  # order, job id, the job
+# A pending job's smallest size and what its admission reads of it: per task gpu, cpu and
+# memory, min_tasks, preemptible, interactive (fixed from its submission).
+DemandShape = tuple[int, int, int, int, bool, bool]
+
+
+def demand_shape(job: Job) -> DemandShape:
+    per_task = job.per_task
+    return (
+        per_task.gpu,
+        per_task.cpu,
+        per_task.memory,
+        job.min_tasks,
+        job.preemptible,
+        job.interactive,
+    )
+
+
 _LIST_KEY = itemgetter(0)  # lists sort by (interactive, priority) alone
 
 

@@ -9,7 +9,11 @@ from domain.state import Job, Queue, State
 
 def limit_breach(state: State, job: Job, amount: Resources) -> Reason | None:
     """The first queue on the job's path whose hard limit `amount` more would break."""
-    for queue in state.limited_path(job.queue):
+    return _limit_breach(state, job.queue, amount)
+
+
+def _limit_breach(state: State, queue_id: str, amount: Resources) -> Reason | None:
+    for queue in state.limited_path(queue_id):
         breach = queue.quota.limit_breach(queue.subtree_allocated + amount)
         if breach is not None:
             return reason(
@@ -44,7 +48,11 @@ def protected_breach(state: State, job: Job, amount: Resources) -> Reason | None
     beyond quota are what reclaim and interactive preemption take back, so they do not stop
     a notebook from starting on an idle GPU (docs/quotas.md).
     """
-    queue = state.queues[job.queue]
+    return _protected_breach(state, job.queue, amount)
+
+
+def _protected_breach(state: State, queue_id: str, amount: Resources) -> Reason | None:
+    queue = state.queues[queue_id]
     return _deserved_breach(state, queue, queue.protected + amount, " non-preemptible")
 
 
@@ -69,14 +77,23 @@ def admission_breach(state: State, job: Job, tasks: int) -> Reason | None:
     Interactive and non-preemptible jobs run only within deserved quota (Run:AI, KAI): what
     runs beyond quota must be reclaimable. Every job stays within every limit on its path.
     """
-    amount = job.per_task * tasks
-    breach = limit_breach(state, job, amount)
+    return shape_admission_breach(
+        state, job.queue, job.per_task * tasks, job.preemptible, job.interactive
+    )
+
+
+def shape_admission_breach(
+    state: State, queue_id: str, amount: Resources, preemptible: bool, interactive: bool
+) -> Reason | None:
+    """`admission_breach` for `amount` more of any pending job of the queue that is as
+    preemptible and interactive: all it reads of the job."""
+    breach = _limit_breach(state, queue_id, amount)
     if breach is not None:
         return breach
-    if not job.preemptible:
-        breach = protected_breach(state, job, amount)
+    if not preemptible:
+        breach = _protected_breach(state, queue_id, amount)
         if breach is not None:
-            kind = "interactive" if job.interactive else "non-preemptible"
+            kind = "interactive" if interactive else "non-preemptible"
             return breach.prefixed(f"{kind} jobs run only within deserved quota: ", work=kind)
     return None
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from domain.cycle.framework import Cycle
 from domain.cycle.ordering import QueueKey, queue_key
+from domain.indexes import DemandShape, demand_shape
 from domain.placement import find_placement
-from domain.quota_checks import admission_breach
+from domain.quota_checks import shape_admission_breach
 from domain.resources import ZERO, Resources
 from domain.state import Job, JobStatus, State
 
@@ -71,20 +72,39 @@ class Expand:
 
     def _waiting(self, cycle: Cycle) -> list[tuple[QueueKey, Resources]]:
         """(queue key, smallest request) of each job still pending that could use capacity:
-        not waiting on held room, not kept out by its own quota or limit."""
+        not waiting on held room, not kept out by its own quota or limit. Summed per shape
+        of what the queue's pending jobs ask (`PendingIndex.demand`), less the jobs holding
+        room, so it costs the queues and shapes pending, not the jobs."""
         state = cycle.state
+        held = _held_pending(state)
         waiting: list[tuple[QueueKey, Resources]] = []
-        for queue_id in sorted(state.queues):
+        for queue_id in sorted(state.pending_queues):
             queue = state.queues[queue_id]
-            if not len(queue.pending):
-                continue
             key = queue_key(cycle.state, queue_id)
+            holding = held.get(queue_id, {})
             need = ZERO
-            for job_id in queue.pending.job_ids():
-                job = state.jobs[job_id]
-                if job.held or admission_breach(state, job, job.min_tasks) is not None:
+            for shape, count in sorted(queue.pending.demand.items()):
+                count -= holding.get(shape, 0)
+                if not count:
                     continue
-                need = need + job.per_task * job.min_tasks
+                gpu, cpu, memory, min_tasks, preemptible, interactive = shape
+                amount = Resources(gpu, cpu, memory) * min_tasks
+                if shape_admission_breach(state, queue_id, amount, preemptible, interactive):
+                    continue
+                need = need + amount * count
             if not need.is_zero():
                 waiting.append((key, need))
         return waiting
+
+
+def _held_pending(state: State) -> dict[str, dict[DemandShape, int]]:
+    """Per queue, how many of its pending jobs of each shape hold room."""
+    held: dict[str, dict[DemandShape, int]] = {}
+    for job_id in sorted(state.holders):
+        job = state.jobs.get(job_id)
+        if job is None or not job.held or job not in state.queues[job.queue].pending:
+            continue
+        shapes = held.setdefault(job.queue, {})
+        shape = demand_shape(job)
+        shapes[shape] = shapes.get(shape, 0) + 1
+    return held
