@@ -89,7 +89,8 @@ class Expand:
                     continue
                 gpu, cpu, memory, min_tasks, preemptible, interactive = shape
                 amount = Resources(gpu, cpu, memory) * min_tasks
-                if shape_admission_breach(state, queue_id, amount, preemptible, interactive):
+                breach = shape_admission_breach(state, queue_id, amount, preemptible, interactive)
+                if breach is not None:
                     continue
                 need = need + amount * count
             if not need.is_zero():
