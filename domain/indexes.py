@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from operator import itemgetter
 
 from domain.entities import Job, Node
 from domain.resources import Resources
+from domain.selector_room import Selector, SelectorRooms
 
 
 class PendingIndex:
@@ -122,7 +123,7 @@ _LIST_KEY = itemgetter(0)  # lists sort by (interactive, priority) alone
 class NodeIndex:
     """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
 
-    __slots__ = ("_entries", "_free", "_keys", "grown", "growths", "version")
+    __slots__ = ("_entries", "_free", "_keys", "_selectors", "grown", "growths", "version")
 
     def __init__(self) -> None:
         self._entries: list[tuple[int, int, int, str]] = []
@@ -133,11 +134,20 @@ class NodeIndex:
         # looked (domain/cycle/parked.py, which empties it); derived, never saved.
         self.grown: set[str] = set()
         self.growths = 0  # how many times a node was noted there (a rollback puts it back)
+        self._selectors = SelectorRooms()  # derived, never saved (domain/selector_room.py)
 
     @property
     def free_total(self) -> Resources:
         """What all live nodes have free, each node counted at zero or more."""
         return Resources(self._free[0], self._free[1], self._free[2])
+
+    def free_matching(self, selector: Selector, nodes: Mapping[str, Node]) -> Resources:
+        """What the live nodes that `selector` matches have free, each at zero or more."""
+        return self._selectors.free(selector, self._keys, nodes)
+
+    def selectors_kept(self) -> list[Selector]:
+        """The node selectors whose free room `free_matching` keeps now."""
+        return self._selectors.kept()
 
     def _count(self, key: tuple[int, int, int, str], sign: int) -> None:
         gpu, cpu, memory, _ = key
@@ -171,6 +181,7 @@ class NodeIndex:
         bisect.insort(self._entries, key)
         self._keys[node.id] = key
         self._count(key, 1)
+        self._selectors.refile(node, key)
 
     def note_grown(self, node_id: str) -> None:
         self.grown.add(node_id)
@@ -179,6 +190,7 @@ class NodeIndex:
     def discard(self, node_id: str) -> None:
         if self._unfile(node_id):
             del self._keys[node_id]
+            self._selectors.forget(node_id)
 
     def _unfile(self, node_id: str) -> bool:
         key = self._keys.get(node_id)

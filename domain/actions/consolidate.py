@@ -53,12 +53,7 @@ def free_room(state: State, job: Job) -> Resources:
     """Free capacity of the live nodes the job may use."""
     if not job.node_selector:
         return state.node_index.free_total
-    total = ZERO
-    for node_id in sorted(state.nodes):
-        node = state.nodes[node_id]
-        if not node.lost and node.matches(job.node_selector):
-            total = total + node.free.clamp_at_zero()
-    return total
+    return state.node_index.free_matching(job.node_selector, state.nodes)
 
 
 def within_fair_share(state: State, job: Job, request: Resources) -> bool:

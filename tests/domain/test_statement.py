@@ -22,7 +22,7 @@ from domain.cycle.session import Session
 from domain.decider import apply
 from domain.indexes import NodeIndex, PendingIndex
 from domain.plugins import Plugins
-from domain.resources import Resources
+from domain.resources import ZERO, Resources
 from domain.state import Job, Node, State
 from tests.domain.harness import Cluster, job, node, queue
 
@@ -36,6 +36,7 @@ def canonical(value: Any) -> Any:
         return value.model_dump(mode="json")
     if isinstance(value, State):
         _check_lifting_memo(value)
+        _check_selector_rooms(value)
     if isinstance(value, Node):
         _check_copies_memo(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -46,7 +47,9 @@ def canonical(value: Any) -> Any:
             if f.compare
         ]
     if isinstance(value, NodeIndex | PendingIndex):
-        return [(name, canonical(getattr(value, name))) for name in type(value).__slots__]
+        # The free room kept per node selector is derived: checked true (State), not compared.
+        slots = [name for name in type(value).__slots__ if name != "_selectors"]
+        return [(name, canonical(getattr(value, name))) for name in slots]
     if isinstance(value, dict):
         return [(canonical(k), canonical(v)) for k, v in value.items()]
     if isinstance(value, set | frozenset):
@@ -79,6 +82,17 @@ def _check_lifting_memo(state: State) -> None:
             _, gpu, cpu, memory, selector = key
             per_task = Resources(gpu, cpu, memory)
             assert growers == worth_lifting(state, fresh, per_task, selector), each.id
+
+
+def _check_selector_rooms(state: State) -> None:
+    """The free room the node index keeps for each selector is what summing the live nodes
+    it matches gives now (domain/selector_room.py)."""
+    for selector in state.node_index.selectors_kept():
+        total = ZERO
+        for each in state.nodes.values():
+            if not each.lost and each.matches(selector):
+                total = total + each.free.clamp_at_zero()
+        assert state.node_index.free_matching(selector, state.nodes) == total, selector
 
 
 class NeverEnough:
