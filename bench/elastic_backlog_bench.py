@@ -77,7 +77,18 @@ def write_input(path: Path, backlog: int, cycles: int) -> None:
             out.write(orjson.dumps(line) + b"\n")
 
 
+def compiled(tree: str) -> None:
+    """Compiles the tree's CLI and core to bytecode, so a timed run reads it as every run
+    after a user's first does; says so."""
+    packages = [
+        str(Path(tree) / name) for name in ("cli", "domain") if (Path(tree) / name).is_dir()
+    ]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True)
+    print(f"python {sys.version.split()[0]}; tree {tree}; its bytecode compiled before timing")
+
+
 def simulate(tree: str, source: Path, out: Path) -> float:
+    """`python -m cli simulate SOURCE > OUT` with the tree's code; its CPU seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with out.open("wb") as sink:
         subprocess.run(
@@ -98,11 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", help="run another source tree (for before/after)")
     args = parser.parse_args(argv)
     tree = args.root or str(REPO)
-    packages = [
-        str(Path(tree) / name) for name in ("cli", "domain") if (Path(tree) / name).is_dir()
-    ]
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True)
-    print(f"python {sys.version.split()[0]}; tree {tree}; its bytecode compiled before timing")
+    compiled(tree)
     print(
         f"\n{NODES} nodes x 8 GPUs, {QUEUES} queues, one shrunk elastic job, {args.cycles} cycles"
     )

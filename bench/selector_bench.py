@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import random
-import resource
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +24,10 @@ from pathlib import Path
 import orjson
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.elastic_backlog_bench import compiled, simulate  # noqa: E402  (after the path)
+
 QUEUES = 4
 
 
@@ -60,20 +61,6 @@ def write_input(path: Path, nodes: int, arrivals: int) -> None:
             out.write(orjson.dumps(line) + b"\n")
 
 
-def simulate(tree: str, source: Path, out: Path) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with out.open("wb") as sink:
-        subprocess.run(
-            [sys.executable, "-m", "cli", "simulate", str(source)],
-            stdout=sink,
-            env={**os.environ, "PYTHONPATH": tree},
-            cwd=tree,
-            check=True,
-        )
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[500, 2_000])
@@ -81,11 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", help="run another source tree (for before/after)")
     args = parser.parse_args(argv)
     tree = args.root or str(REPO)
-    packages = [
-        str(Path(tree) / name) for name in ("cli", "domain") if (Path(tree) / name).is_dir()
-    ]
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True)
-    print(f"python {sys.version.split()[0]}; tree {tree}; its bytecode compiled before timing")
+    compiled(tree)
     print(f"\n{args.arrivals} arrivals, every third pinned to half the nodes")
     print("| nodes | CPU s | sha |")
     print("|---:|---:|---|")
