@@ -27,6 +27,7 @@ TIME_LIMIT_TIMER = "time_limit"  # the timer set when an attempt with a time lim
 
 # The one empty job set every job shares (`frozenset()` allocates 216 bytes each time).
 NO_JOBS: frozenset[str] = frozenset()
+Selector = tuple[tuple[str, str], ...]  # a job's node selector: sorted (label, value) pairs
 TERMINAL = frozenset({JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
@@ -78,7 +79,7 @@ class Job:
     tasks: int
     min_tasks: int
     per_task: Resources
-    node_selector: tuple[tuple[str, str], ...]
+    node_selector: Selector
     order: int  # submission sequence: the journal seq of JobSubmitted; the place in queue
     submitted_ts: int
     spec: JobSubmitted
@@ -252,7 +253,7 @@ class Node:
             copies = min(copies, self.gpus.copies_freeing(per_task.gpu, freed_devices))
         return copies
 
-    def matches(self, selector: tuple[tuple[str, str], ...]) -> bool:
+    def matches(self, selector: Selector) -> bool:
         if not selector:  # most jobs select no labels; asked of every candidate node
             return True
         return all(self.labels.get(key) == value for key, value in selector)

@@ -7,9 +7,9 @@ import heapq
 from collections.abc import Iterator, Mapping
 from operator import itemgetter
 
-from domain.entities import Job, Node
+from domain.entities import Job, Node, Selector
 from domain.resources import Resources
-from domain.selector_room import Selector, SelectorRooms
+from domain.selector_room import SelectorRooms
 
 
 class PendingIndex:
@@ -46,28 +46,27 @@ class PendingIndex:
         )
         self._size += 1
         self.version += 1
-        shape = demand_shape(job)
-        self.demand[shape] = self.demand.get(shape, 0) + 1
+        self._count_demand(job, 1)
 
     def remove(self, job: Job) -> None:
         entries = self._lists[(job.interactive, job.priority)]
-        # (order, id) sorts just before the job's own entry: orders are unique.
-        index = bisect.bisect_left(entries, (job.order, job.id))
-        if index < len(entries) and entries[index][1] == job.id:
+        index = _position(entries, job)
+        if index is not None:
             del entries[index]
             self._size -= 1
             self.version += 1
-            shape = demand_shape(job)
-            left = self.demand[shape] - 1
-            if left:
-                self.demand[shape] = left
-            else:
-                del self.demand[shape]
+            self._count_demand(job, -1)
 
     def __contains__(self, job: Job) -> bool:
-        entries = self._lists.get((job.interactive, job.priority), ())
-        index = bisect.bisect_left(entries, (job.order, job.id))
-        return index < len(entries) and entries[index][1] == job.id
+        return _position(self._lists.get((job.interactive, job.priority), []), job) is not None
+
+    def _count_demand(self, job: Job, sign: int) -> None:
+        shape = demand_shape(job)
+        count = self.demand.get(shape, 0) + sign
+        if count:
+            self.demand[shape] = count
+        else:
+            del self.demand[shape]
 
     def lists(self) -> list[tuple[tuple[bool, int], list[PendingEntry]]]:
         return sorted(self._lists.items(), key=_LIST_KEY)
@@ -94,12 +93,20 @@ class PendingIndex:
             index._lists[key] = [(order, job_id, jobs[job_id]) for order, job_id in pairs]
             index._size += len(pairs)
             for _, job_id in pairs:
-                shape = demand_shape(jobs[job_id])
-                index.demand[shape] = index.demand.get(shape, 0) + 1
+                index._count_demand(jobs[job_id], 1)
         return index
 
 
 PendingEntry = tuple[int, str, Job]  # order, job id, the job
+
+
+def _position(entries: list[PendingEntry], job: Job) -> int | None:
+    """Where the job's entry is in its list, if it is there."""
+    # (order, id) sorts just before the job's own entry: orders are unique.
+    index = bisect.bisect_left(entries, (job.order, job.id))
+    return index if index < len(entries) and entries[index][1] == job.id else None
+
+
 # A pending job's smallest size and what its admission reads of it: per task gpu, cpu and
 # memory, min_tasks, preemptible, interactive (fixed from its submission).
 DemandShape = tuple[int, int, int, int, bool, bool]

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from domain.entities import Node
+from domain.entities import Node, Selector
 from domain.resources import Resources
 
-Selector = tuple[tuple[str, str], ...]
 FreeKey = tuple[int, int, int, str]  # a live node's free gpu, cpu, memory and id, as filed
 SELECTORS_KEPT = 64
 

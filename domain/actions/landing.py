@@ -7,13 +7,13 @@ resident it may move, and most have nowhere to go on a full cluster.
 from __future__ import annotations
 
 from domain.cycle.room import Room
+from domain.entities import Selector
 from domain.placement import PLACEMENTS, Plan, find_placement
 from domain.resources import Resources
 from domain.state import Job, State
 
 BINPACK = PLACEMENTS["binpack"]
 _NOTHING: frozenset[str] = frozenset()
-Selector = tuple[tuple[str, str], ...]
 
 
 class Landing:

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 from domain.actions.landing import Landing
 from domain.cycle.room import freeing_needed
-from domain.entities import COPIES_MEMO_MAX, Node
+from domain.entities import COPIES_MEMO_MAX, Node, Selector
 from domain.resources import Resources
 from domain.state import Job, State
-
-Selector = tuple[tuple[str, str], ...]
 
 
 def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:

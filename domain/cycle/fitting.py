@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from domain.cycle.framework import Attempt, Outcome
-from domain.cycle.no_room import NoRoomShapes, Selector, no_room_reason
+from domain.cycle.no_room import NoRoomShapes, no_room_reason
+from domain.entities import Selector
 from domain.placement import PlacementStrategy, copies_held_for, find_placement
 from domain.quota_checks import admission_breach, protected_breach
 from domain.reasons import Reason, ReasonKind, reason

@@ -7,12 +7,11 @@ Split from domain/cycle/fitting.py, which keeps both per shape while nothing cha
 from __future__ import annotations
 
 from domain.devices import WHOLE
+from domain.entities import Selector
 from domain.placement import largest_free
 from domain.reasons import Reason, ReasonKind, reason
 from domain.resources import Resources
 from domain.state import Job, State
-
-Selector = tuple[tuple[str, str], ...]
 
 
 class NoRoomShapes:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.cycle.no_room import Selector
+from domain.entities import Selector
 from domain.resources import Resources
 from domain.state import Job, Node, State
 
