@@ -11,6 +11,10 @@ from domain.entities import Job, Node, Selector
 from domain.resources import Resources
 from domain.selector_room import SelectorRooms
 
+REFILED_KEPT = 4096  # refilings the log holds; past that it starts again (readers read all)
+# A lifting key (domain/actions/lifting.py): a task's gpu, cpu and memory, and the selector.
+LiftingKey = tuple[int, int, int, Selector]
+
 
 class PendingIndex:
     """A queue's pending jobs, one list per (interactive, priority) sorted by submission order.
@@ -130,10 +134,23 @@ _LIST_KEY = itemgetter(0)  # lists sort by (interactive, priority) alone
 class NodeIndex:
     """Live nodes sorted by free capacity, so placement finds the fullest or emptiest fit fast."""
 
-    __slots__ = ("_entries", "_free", "_keys", "_selectors", "grown", "growths", "version")
+    __slots__ = (
+        "_by_free_gpu",
+        "_entries",
+        "_free",
+        "_keys",
+        "_refiled",
+        "_refiled_before",
+        "_selectors",
+        "grown",
+        "growths",
+        "lifting_kept",
+        "version",
+    )
 
     def __init__(self) -> None:
         self._entries: list[tuple[int, int, int, str]] = []
+        self._by_free_gpu: list[tuple[int, str]] = []  # (-free gpu, id): consolidation's order
         self._keys: dict[str, tuple[int, int, int, str]] = {}
         self._free = [0, 0, 0]  # sum over live nodes of their free capacity, each at least 0
         self.version = 0  # bumped on every change, so a cycle can reuse what it derived
@@ -142,6 +159,13 @@ class NodeIndex:
         self.grown: set[str] = set()
         self.growths = 0  # how many times a node was noted there (a rollback puts it back)
         self._selectors = SelectorRooms()  # derived, never saved (domain/selector_room.py)
+        # The ids of the nodes refiled lately, in order, so that what is kept per node can be
+        # brought up to date by reading only those (`refiled_since`); never rolled back.
+        self._refiled: list[str] = []
+        self._refiled_before = 0  # how many refilings the log no longer holds
+        # Per lifting key, the nodes with a job worth lifting, as of a mark of the log
+        # (domain/actions/lifting.py); derived, never saved.
+        self.lifting_kept: dict[LiftingKey, tuple[int, dict[str, tuple[str, ...]]]] = {}
 
     @property
     def free_total(self) -> Resources:
@@ -171,6 +195,7 @@ class NodeIndex:
         change to a node's room ends here, so the node's memos (copies, lifting) start anew."""
         node.copies_memo = {}
         node.lifting_memo = {}
+        self._log_refiled(node.id)
         if node.lost:
             self.discard(node.id)
             self.version += 1
@@ -186,6 +211,7 @@ class NodeIndex:
         ):
             self.note_grown(node.id)
         bisect.insort(self._entries, key)
+        bisect.insort(self._by_free_gpu, (-key[0], node.id))
         self._keys[node.id] = key
         self._count(key, 1)
         self._selectors.refile(node, key)
@@ -206,8 +232,28 @@ class NodeIndex:
         self.version += 1
         index = bisect.bisect_left(self._entries, key)
         del self._entries[index]
+        del self._by_free_gpu[bisect.bisect_left(self._by_free_gpu, (-key[0], node_id))]
         self._count(key, -1)
         return True
+
+    def _log_refiled(self, node_id: str) -> None:
+        if len(self._refiled) >= REFILED_KEPT:
+            self._refiled_before += len(self._refiled)
+            self._refiled.clear()
+        self._refiled.append(node_id)
+
+    def refiled_since(self, mark: int) -> tuple[set[str] | None, int]:
+        """The nodes refiled since `mark` (None when the log no longer reaches back that far:
+        read every node), and the mark to ask from next time."""
+        now = self._refiled_before + len(self._refiled)
+        if mark < self._refiled_before:
+            return None, now
+        return set(self._refiled[mark - self._refiled_before :]), now
+
+    def most_free_gpu_first(self) -> list[tuple[int, str]]:
+        """The live nodes as (-free gpu, id), most free GPU first, ties by id: a copy, so
+        changes made while it is walked do not reorder it."""
+        return self._by_free_gpu.copy()
 
     def free_of(self, live_node: str) -> tuple[int, int, int]:
         """The live node's free (gpu, cpu, memory) as last filed (= Node.free)."""

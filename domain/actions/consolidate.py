@@ -163,15 +163,17 @@ def plan_moves(
     moved: set[str] = set()
     # Only live nodes the job may use that could hold a task once emptied are worth
     # emptying, those with the most free GPU first (Node.free.gpu, as the index files it).
-    free_of, per_task = state.node_index.free_of, job.per_task
+    # The order is copied before any move (a move refiles nodes); each node is read only
+    # when the plan comes to it, and most plans stop long before the end.
+    nodes, per_task = state.nodes, job.per_task
     targets = (
-        sorted(
-            (-free_of(node_id)[0], node_id)
-            for node_id, node in state.nodes.items()
-            if room.usable(node_id) and per_task.fits_in(node.capacity)
+        (
+            target
+            for _, target in state.node_index.most_free_gpu_first()
+            if room.usable(target) and per_task.fits_in(nodes[target].capacity)
         )
         if some_node_could_grow(state, job, landing)  # else every resident would be passed over
-        else []
+        else iter(())
     )
     tries = 0
     plan: Plan | None = None
@@ -180,7 +182,7 @@ def plan_moves(
     # Residents whose move cannot help, until a move is kept (a move tried and rolled back
     # restores every node and the room's counts exactly).
     in_vain: set[str] = set()
-    for _, target in targets:
+    for target in targets:
         if room.total >= tasks or tries >= MAX_TRIES or len(moves) >= MAX_MOVES:
             break
         # Only the resident's old nodes can gain room (its new ones only lose some): when

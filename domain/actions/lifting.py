@@ -17,8 +17,11 @@ from __future__ import annotations
 from domain.actions.landing import Landing
 from domain.cycle.room import freeing_needed
 from domain.entities import COPIES_MEMO_MAX, Node, Selector
+from domain.indexes import LiftingKey
 from domain.resources import Resources
 from domain.state import Job, State
+
+LIFTING_KEYS_KEPT = 64  # shapes whose nodes with a job worth lifting the node index keeps
 
 
 def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
@@ -26,11 +29,9 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
     job whose lifting alone would let it hold one more of them. A superset of what
     `plan_moves` tries (every placed job counts, movable or not): False means it moves none.
 
-    Asked of every node, and on a full cluster most answer no: the keys are plain values
-    (ints and the selector), which hash and compare without a Python call, where a key
-    holding `Resources` calls its generated `__hash__` and `__eq__` at every lookup."""
-    per_task, selector = job.per_task, job.node_selector
-    key = ("lifting", per_task.gpu, per_task.cpu, per_task.memory, selector)
+    Reads only the nodes with such a job (`_worth_lifting_by_node`). The memo keys are plain
+    values (ints and the selector), which hash and compare without a Python call, where a
+    key holding `Resources` calls its generated `__hash__` and `__eq__` at every lookup."""
     jobs = state.jobs
     # Whether a job could go anywhere reads of it only its request, selector and tasks
     # (and whether it holds room): on a full cluster most such jobs have one shape.
@@ -38,13 +39,7 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
     # Jobs found unable to go anywhere: a gang is listed on each of its nodes (on ITP about
     # a third of the jobs a call reads are such repeats).
     stuck: set[str] = set()
-    for node in state.nodes.values():  # any node will do: the order reads nothing
-        memo = node.lifting_memo
-        known = memo.get(key)
-        if known is None:
-            if len(memo) >= COPIES_MEMO_MAX:
-                memo.clear()
-            known = memo[key] = worth_lifting(state, node, per_task, selector)
+    for known in _worth_lifting_by_node(state, job).values():  # any order: it reads nothing
         for job_id in known:
             if job_id in stuck:
                 continue
@@ -60,6 +55,45 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
             if could:
                 return True
     return False
+
+
+def _worth_lifting_by_node(state: State, job: Job) -> dict[str, tuple[str, ...]]:
+    """Per node with any, the jobs worth lifting for one more task of the job's shape
+    (`worth_lifting`). Kept per shape in the node index and brought up to date from the
+    nodes refiled since (every change to a node's room, labels or liveness, a rollback
+    included, refiles it and starts its lifting memo anew), so a full cluster, where few
+    nodes have such a job, is not read whole at every plan."""
+    per_task, selector = job.per_task, job.node_selector
+    key = (per_task.gpu, per_task.cpu, per_task.memory, selector)
+    index = state.node_index
+    mark, by_node = index.lifting_kept.get(key, (-1, {}))
+    refiled, now = index.refiled_since(mark)
+    if refiled is None:  # never asked, or asked before the log's start: read every node
+        by_node, refiled = {}, set(state.nodes)
+    for node_id in refiled:
+        node = state.nodes.get(node_id)
+        known = () if node is None else _lifting_memo(state, node, key, per_task)
+        if known:
+            by_node[node_id] = known
+        else:
+            by_node.pop(node_id, None)
+    if key not in index.lifting_kept and len(index.lifting_kept) >= LIFTING_KEYS_KEPT:
+        index.lifting_kept.clear()
+    index.lifting_kept[key] = (now, by_node)
+    return by_node
+
+
+def _lifting_memo(
+    state: State, node: Node, key: LiftingKey, per_task: Resources
+) -> tuple[str, ...]:
+    """`worth_lifting` on the node for the key's shape, from the node's memo when it has it."""
+    memo = node.lifting_memo
+    known = memo.get(key)
+    if known is None:
+        if len(memo) >= COPIES_MEMO_MAX:
+            memo.clear()
+        known = memo[key] = worth_lifting(state, node, per_task, key[3])
+    return known
 
 
 def worth_lifting(

@@ -1,23 +1,27 @@
 """The cycle's shortcuts change no command: each is checked against the full steps it skips,
 over generated clusters (consolidation's plan passing over residents with nowhere to go, or
 over every node when no node's one job could be lifted to help, or keeping where residents of
-one shape land; Allocate passing over preemptors still waiting for their victims)."""
+one shape land, or reading only the nodes refiled since it last asked; Allocate passing over
+preemptors still waiting for their victims)."""
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from typing import Any
 from unittest import mock
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from domain.actions import consolidate
+from domain import indexes
+from domain.actions import consolidate, lifting
 from domain.actions.landing import Landing
 from domain.commands import NodeCommand, Preempt
 from domain.cycle.session import Session
 from domain.simulation import Simulator
+from domain.state import Job, State
 from tests.domain.test_preemption_properties import run, scenarios
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -167,3 +171,35 @@ def test_passing_over_preemptors_still_waiting_changes_no_command(
     with _trying_every_preemptor():
         tried = slow_stops(lines)
     assert slow_stops(lines) == tried
+
+
+@SETTINGS
+@given(fragmented(), st.sampled_from([3, indexes.REFILED_KEPT]))
+def test_nodes_worth_lifting_kept_from_those_refiled_are_those_read_afresh(
+    lines: list[dict[str, Any]], log_size: int
+) -> None:
+    """At every ask, the nodes kept with a job worth lifting (brought up to date from the
+    log of refiled nodes, which a log of 3 starts again every few refilings) are those a
+    read of every node finds, each with the same jobs."""
+    asks = 0
+    kept = lifting._worth_lifting_by_node
+
+    def checked(state: State, job: Job) -> dict[str, tuple[str, ...]]:
+        nonlocal asks
+        asks += 1
+        by_node = kept(state, job)
+        fresh = {}
+        for each in state.nodes.values():
+            node = dataclasses.replace(each, copies_memo={}, lifting_memo={})
+            worth = lifting.worth_lifting(state, node, job.per_task, job.node_selector)
+            if worth:
+                fresh[each.id] = worth
+        assert by_node == fresh
+        return by_node
+
+    with (
+        mock.patch.object(lifting, "_worth_lifting_by_node", checked),
+        mock.patch.object(indexes, "REFILED_KEPT", log_size),
+    ):
+        run(lines)
+    event(f"asked: {asks if asks < 3 else ' 3+'}")

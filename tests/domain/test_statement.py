@@ -26,6 +26,8 @@ from domain.resources import ZERO, Resources
 from domain.state import Job, Node, State
 from tests.domain.harness import Cluster, job, node, queue
 
+NODE_INDEX_DERIVED = frozenset({"_selectors", "_refiled", "_refiled_before", "lifting_kept"})
+
 
 def canonical(value: Any) -> Any:
     """Everything a value holds, order included: dicts as item lists in insertion order
@@ -36,6 +38,7 @@ def canonical(value: Any) -> Any:
         return value.model_dump(mode="json")
     if isinstance(value, State):
         _check_lifting_memo(value)
+        _check_lifting_kept(value)
         _check_selector_rooms(value)
     if isinstance(value, Node):
         _check_copies_memo(value)
@@ -47,8 +50,9 @@ def canonical(value: Any) -> Any:
             if f.compare
         ]
     if isinstance(value, NodeIndex | PendingIndex):
-        # The free room kept per node selector is derived: checked true (State), not compared.
-        slots = [name for name in type(value).__slots__ if name != "_selectors"]
+        # The free room kept per node selector and the nodes kept per lifting key are derived:
+        # checked true (State), not compared; the log of refiled nodes is never rolled back.
+        slots = [name for name in type(value).__slots__ if name not in NODE_INDEX_DERIVED]
         return [(name, canonical(getattr(value, name))) for name in slots]
     if isinstance(value, dict):
         return [(canonical(k), canonical(v)) for k, v in value.items()]
@@ -78,10 +82,29 @@ def _check_lifting_memo(state: State) -> None:
     for each in state.nodes.values():
         fresh = dataclasses.replace(each, copies_memo={}, lifting_memo={})
         for key, growers in each.lifting_memo.items():
-            assert isinstance(key, tuple)  # ("lifting", gpu, cpu, memory, selector)
-            _, gpu, cpu, memory, selector = key
+            assert isinstance(key, tuple)  # (gpu, cpu, memory, selector)
+            gpu, cpu, memory, selector = key
             per_task = Resources(gpu, cpu, memory)
             assert growers == worth_lifting(state, fresh, per_task, selector), each.id
+
+
+def _check_lifting_kept(state: State) -> None:
+    """For every lifting key the node index keeps, each node not refiled since its mark has
+    the jobs worth lifting it would find afresh now (none: not kept); and consolidation's
+    order is the live nodes by most free GPU, then id."""
+    index = state.node_index
+    for (gpu, cpu, memory, selector), (mark, by_node) in index.lifting_kept.items():
+        refiled, _ = index.refiled_since(mark)
+        if refiled is None:
+            continue  # the log has started again since: the next ask reads every node
+        for each in state.nodes.values():
+            if each.id in refiled:
+                continue
+            fresh = dataclasses.replace(each, copies_memo={}, lifting_memo={})
+            worth = worth_lifting(state, fresh, Resources(gpu, cpu, memory), selector)
+            assert by_node.get(each.id, ()) == worth, each.id
+    live = [each for each in state.nodes.values() if not each.lost]
+    assert index.most_free_gpu_first() == sorted((-each.free.gpu, each.id) for each in live)
 
 
 def _check_selector_rooms(state: State) -> None:
