@@ -1,9 +1,9 @@
 """The victim search's candidates: the steps of every admitted victim of a rule's queues (pure).
 
 Admission is one verdict per look-alike victim within a listing: a rule's `admits` reads of
-either job only its shape (`Job.shape`) and, of displacements, `explicit_superiors`
+either job only its shape (`Job.shape`) and, of displacements, `dominating_superiors`
 (`PreemptionRule.admits`), and so does the no-cycles check that asks the rules the other way
-round. A victim with displacements of its own, or among the job's explicit superiors, is
+round. A victim with displacements of its own, or among the job's dominating superiors, is
 judged alone; the per-victim filters (running, not stopping, not dispatched now) always are.
 On the contended Alibaba trace 96% of the victims listed shared a shape already judged.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Protocol
 
-from domain.cycle.displacement import explicit_superiors
+from domain.cycle.displacement import dominating_superiors
 from domain.cycle.framework import Cycle, PreemptionRule
 from domain.cycle.node_sets import Order
 from domain.cycle.release_room import RELEASE_EPSILON, ReleaseBound, exceeds_release_room
@@ -102,7 +102,7 @@ def candidate_steps(
     filters: the walk would refuse them anyway (a release the room refuses alone is refused
     after other victims too), so decisions are the same."""
     state = cycle.state
-    superiors = explicit_superiors(cycle, job)
+    superiors = dominating_superiors(cycle, job)
     verdicts: dict[ShapeKey, bool] = {}
     keyed: Keyed = []
     memo = listed_memo(state)
@@ -217,7 +217,7 @@ def list_victim(
 
 def look_alike(listed: Listed, superiors: frozenset[str]) -> ShapeKey | None:
     """What admission reads of the victim, or None when it must be judged alone: it has
-    displacements of its own, or it is among the job's explicit superiors."""
+    displacements of its own, or it is among the job's dominating superiors."""
     victim = listed.victim
     if victim.displaced_by or victim.id in superiors:
         return None

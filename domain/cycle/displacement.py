@@ -1,14 +1,17 @@
-"""Whom a job may not take back from by fairness: who displaced it by an explicit rule, directly
-or through a chain of preemptions (pure).
+"""Whom a job may not take back from by fairness: who displaced it by a rule that dominates
+fairness, directly or through a chain of preemptions (pure).
 
 Contract §6: explicit PAI rules dominate fairness, so jobs that a self-level or child-level
 rule displaced do not reclaim their resources from the job that displaced them. The same
 holds through a chain: if X displaced Y by a self-level rule and Y then reclaimed from Z, the
 room X holds came, through Y, from Z as well; Z reclaiming it from X would start the loop
-again (X → Y → Z → X, each pair allowed on its own). So a job's explicit superiors are the
-jobs that displaced it by an explicit rule, plus the explicit superiors of every job that
-displaced it by any rule. Jobs that have ended break the chain. Decision recorded in
-docs/preemption.md.
+again (X → Y → Z → X, each pair allowed on its own). A displacement within a queue (priority,
+interactive) starts such a chain too: X took Y's room within their queue, Y reclaimed room
+from Z's queue, and Z reclaiming from X would free Y's room for X to take again, for ever
+(the fairness rules cannot take within a queue, so only the chain matters). So a job's
+dominating superiors are the jobs that displaced it by a rule that is not a fairness rule,
+plus the dominating superiors of every job that displaced it by any rule. Jobs that have
+ended break the chain. Decision recorded in docs/preemption.md.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from domain.cycle.framework import Cycle, CycleView, PreemptionRule
 from domain.state import Job
 
 
-def explicit_superiors(cycle: CycleView, job: Job) -> frozenset[str]:
+def dominating_superiors(cycle: CycleView, job: Job) -> frozenset[str]:
     """The jobs that fairness rules may not preempt for `job` (see the module docstring)."""
     if not job.displaced_by:
         return frozenset()
-    memo: dict[str, tuple[int, frozenset[str]]] = cycle.memo("explicit_superiors", dict)
+    memo: dict[str, tuple[int, frozenset[str]]] = cycle.memo("dominating_superiors", dict)
     changes = cycle.lasting_changes()
     cached = memo.get(job.id)
     if cached is not None and changes is not None and cached[0] == changes:
@@ -35,7 +38,7 @@ def explicit_superiors(cycle: CycleView, job: Job) -> frozenset[str]:
 
 
 def _walk(cycle: CycleView, job: Job) -> frozenset[str]:
-    explicit = cycle.explicit_reasons()
+    dominating = cycle.dominating_reasons()
     jobs = cycle.state.jobs
     found: set[str] = set()
     seen = {job.id}
@@ -43,7 +46,7 @@ def _walk(cycle: CycleView, job: Job) -> frozenset[str]:
     while stack:
         current = stack.pop()
         for displacer, reason in current.displaced_by.items():
-            if reason in explicit:
+            if reason in dominating:
                 found.add(displacer)
             above = jobs.get(displacer)
             if above is not None and displacer not in seen:
@@ -54,8 +57,8 @@ def _walk(cycle: CycleView, job: Job) -> frozenset[str]:
 
 
 def superiors_key(cycle: CycleView, job: Job) -> tuple[str, ...]:
-    """`explicit_superiors` as a sorted tuple, for the caches keyed by job shape."""
-    return tuple(sorted(explicit_superiors(cycle, job)))
+    """`dominating_superiors` as a sorted tuple, for the caches keyed by job shape."""
+    return tuple(sorted(dominating_superiors(cycle, job)))
 
 
 def takes_back(cycle: Cycle, job: Job, rule: PreemptionRule, victims: Iterable[Job]) -> bool:
@@ -71,7 +74,7 @@ def takes_back(cycle: Cycle, job: Job, rule: PreemptionRule, victims: Iterable[J
     share (docs/quotas.md, "No reclaim ping-pong"); without this, it and a queue above its
     deserved quota would take a GPU from each other every second. For an explicit rule's
     preemption fairness does not count, as in the first filter (the victim, displaced by an
-    explicit rule, is refused by the fairness rules anyway: `explicit_superiors`)."""
+    explicit rule, is refused by the fairness rules anyway: `dominating_superiors`)."""
     if rule.explicit or not job.preemptible or job.interactive:
         return False
     fairness = [other for other in cycle.plugins.preemption_rules if other.fairness]

@@ -82,8 +82,10 @@ class CycleView(Protocol):
         """Asks for a cycle at `due_ts` even if nothing else happens by then."""
         ...
 
-    def explicit_reasons(self) -> frozenset[str]:
-        """The Preempt reasons of the explicit (PAI) rules registered for this cycle."""
+    def dominating_reasons(self) -> frozenset[str]:
+        """The Preempt reasons of the rules registered for this cycle that are not fairness
+        rules (the explicit PAI rules, priority, interactive): fairness never takes back what
+        they decided, directly or through a chain (domain/cycle/displacement.py)."""
         ...
 
 
@@ -147,7 +149,7 @@ class PreemptionRule(Protocol):
 
     def admits(self, cycle: CycleView, job: Job, victim: Job) -> bool:
         """Whether `victim` may be stopped for `job`. It reads of either job only its shape
-        (`Job.shape`) and, of displacements, `explicit_superiors`: the victim search judges
+        (`Job.shape`) and, of displacements, `dominating_superiors`: the victim search judges
         look-alike victims once (domain/cycle/candidates.py)."""
         ...
 

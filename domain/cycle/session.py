@@ -62,7 +62,7 @@ class Session:
         # The look-alike key of a pending job (`LookAlikeKeys.key`), bound once: asked for
         # every job a walk reaches.
         self._shape = LookAlikeKeys(state, plugins, weakref.proxy(self)).key
-        self._explicit: frozenset[str] | None = None
+        self._dominating: frozenset[str] | None = None
 
     # -- the view policies and rules get ---------------------------------------------------
 
@@ -108,11 +108,11 @@ class Session:
     def wake_at(self, due_ts: int, kind: str, ident: str) -> None:
         self._statement.add_timer(due_ts, kind, ident)
 
-    def explicit_reasons(self) -> frozenset[str]:
-        if self._explicit is None:
+    def dominating_reasons(self) -> frozenset[str]:
+        if self._dominating is None:
             rules = self._plugins.preemption_rules
-            self._explicit = frozenset(rule.reason for rule in rules if rule.explicit)
-        return self._explicit
+            self._dominating = frozenset(rule.reason for rule in rules if not rule.fairness)
+        return self._dominating
 
     def commit(self) -> list[NodeCommand]:
         """The cycle's commands (the statement's commit)."""

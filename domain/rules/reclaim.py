@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from domain.commands import PreemptReason
-from domain.cycle.displacement import explicit_superiors
+from domain.cycle.displacement import dominating_superiors
 from domain.cycle.framework import CycleView
 from domain.resources import Resources
 from domain.state import Job, Queue, State
@@ -134,8 +134,9 @@ def admits_victim(
     rule's verdict on the victim's queue (`admits_queue`), kept per rule, preemptor's queue,
     request and victim queue: it reads only the two queues' usages, fair shares and deserved
     quotas and the request, so every running job of one victim queue gets the same verdict
-    and a walk over them costs one check. Explicit PAI rules dominate fairness: never take
-    back from who displaced the job, directly or through a chain of preemptions. That is
+    and a walk over them costs one check. Explicit PAI rules, priority and interactive
+    dominate fairness: never take back from who displaced the job by one, directly or
+    through a chain of preemptions (domain/cycle/displacement.py). That is
     asked second: the queues' verdict is a lookup, and asked the other way round (could the
     victim take back?) it is mostly no."""
     if victim.queue == job.queue:
@@ -144,7 +145,7 @@ def admits_victim(
     admissions = cycle.memo("reclaim_admissions", _Admissions)
     if not admissions.get(cycle, key, lambda: admits_queue(cycle, job, victim.queue)):
         return False
-    return victim.id not in explicit_superiors(cycle, job)
+    return victim.id not in dominating_superiors(cycle, job)
 
 
 def _usage_now(cycle: CycleView, entity: Entity) -> tuple[Amounts, tuple[float, float, float]]:

@@ -239,3 +239,46 @@ def test_reclaim_with_moves_kept_from_taking_back_says_why() -> None:
     # then nothing is issued, and big's reason names the take-back
     assert cluster.last == []
     assert cluster.why("big")[1]["stopped"] == ("p=takes_back", "r=within_share")
+
+
+# Found by the shortcut properties: 16 GPUs, a deserving 12 and b 5. At ts 5000 a's j7 (a
+# 4-GPU gang) reclaims from b by deserved quota; b's j4 reclaims a's j9; j9 takes j7 by
+# priority within a, b's j1 runs over quota on the room left over, and j7 reclaims again:
+# each step allowed on its own, and the simulator's agent (stops at once) looped at one ts.
+def a_job(name: str, queue: str, ts: int, priority: int, gpu: int, **fields: Any) -> dict[str, Any]:
+    return {**job(name, queue, priority, "EAS", gpu, **fields), "ts": ts}
+
+
+WITHIN_A_QUEUE = [
+    {"type": "ClusterConfigured", "ts": 0, "placement": "binpack", "consolidation": True},
+    queue_line("a", None, 12, {"within_queue": True}),
+    queue_line("b", None, 5, {"within_queue": False}),
+    {"type": "NodeHeartbeat", "ts": 0, "node": "n0", "capacity": {"gpu": 4}},
+    {"type": "NodeHeartbeat", "ts": 0, "node": "n1", "capacity": {"gpu": 4}},
+    {"type": "NodeHeartbeat", "ts": 0, "node": "n2", "capacity": {"gpu": 8}},
+    a_job("j0", "a", 0, 1, 1, duration_s=5, preemptible=False),
+    a_job("j1", "b", 0, 1, 2, duration_s=6),
+    a_job("j2", "a", 2000, 1, 2, tasks=2, duration_s=4, preemptible=False),
+    a_job("j3", "b", 4000, 1, 1, duration_s=1, preemptible=False),
+    a_job("j4", "b", 4000, 2, 2, duration_s=2),
+    a_job("j5", "a", 4000, 1, 3, duration_s=2, preemptible=False),
+    a_job("j6", "a", 4000, 1, 1, duration_s=1, preemptible=False),
+    a_job("j7", "a", 4000, 1, 2, tasks=2, duration_s=1),
+    a_job("j8", "b", 4000, 2, 2, duration_s=2),
+    a_job("j9", "a", 4000, 2, 1, duration_s=2),
+]
+
+
+def test_fairness_does_not_take_back_through_a_chain_a_priority_preemption_started() -> None:
+    # given the two queues at ts 4000; when they run to the end (they did not end before)
+    out = run_to_the_end(WITHIN_A_QUEUE)
+    # then once j9 took j7 by priority and j7 reclaimed from j4, j4 does not take j9 again
+    preempts = [(o["job"], o["reason"], o["by"]) for o in out if o["type"] == "Preempt"]
+    took_j7 = preempts.index(("j7", "priority", "j9"))
+    took_j4 = preempts.index(("j4", "reclaim", "j7"), took_j7)
+    assert ("j9", "reclaim", "j4") not in preempts[took_j4:]
+    # ... so no job is stopped more than twice at one ts, and every job runs
+    stops = Counter((o["ts"], o["job"]) for o in out if o["type"] == "Preempt")
+    assert max(stops.values()) <= 2, stops
+    dispatched = {o["job"] for o in out if o["type"] == "Dispatch"}
+    assert dispatched == {f"j{index}" for index in range(10)}
