@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from operator import itemgetter
 
 from domain.entities import Job, Node, Selector
+from domain.lifting_kept import LiftingKept
 from domain.resources import Resources
 from domain.selector_room import SelectorRooms
 
@@ -164,8 +165,8 @@ class NodeIndex:
         self._refiled: list[str] = []
         self._refiled_before = 0  # how many refilings the log no longer holds
         # Per lifting key, the nodes with a job worth lifting, as of a mark of the log
-        # (domain/actions/lifting.py); derived, never saved.
-        self.lifting_kept: dict[LiftingKey, tuple[int, dict[str, tuple[str, ...]]]] = {}
+        # (domain/lifting_kept.py); derived, never saved.
+        self.lifting_kept: dict[LiftingKey, LiftingKept] = {}
 
     @property
     def free_total(self) -> Resources:

@@ -18,6 +18,7 @@ from domain.actions.landing import Landing
 from domain.cycle.room import freeing_needed
 from domain.entities import COPIES_MEMO_MAX, Node, Selector
 from domain.indexes import LiftingKey
+from domain.lifting_kept import LandingGroup, LiftingKept
 from domain.resources import Resources
 from domain.state import Job, State
 
@@ -29,58 +30,55 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
     job whose lifting alone would let it hold one more of them. A superset of what
     `plan_moves` tries (every placed job counts, movable or not): False means it moves none.
 
-    Reads only the nodes with such a job (`_worth_lifting_by_node`). The memo keys are plain
-    values (ints and the selector), which hash and compare without a Python call, where a
-    key holding `Resources` calls its generated `__hash__` and `__eq__` at every lookup."""
+    Reads only the jobs kept as worth lifting (`_kept`), and of those only the landing
+    groups where one task could go at all: fewer copies of a shape fit than of one task, so
+    a group where one task could go nowhere has no job that could (each listed job has a
+    task placed). The memo keys are plain values (ints and the selector), which hash and
+    compare without a Python call, where a key holding `Resources` calls its generated
+    `__hash__` and `__eq__` at every lookup."""
+    kept = _kept(state, job)
     jobs = state.jobs
-    # Whether a job could go anywhere reads of it only its request, selector and tasks
-    # (and whether it holds room): on a full cluster most such jobs have one shape.
-    lands: dict[tuple[int, int, int, Selector, int], bool] = {}
-    # Jobs found unable to go anywhere: a gang is listed on each of its nodes (on ITP about
-    # a third of the jobs a call reads are such repeats).
-    stuck: set[str] = set()
-    for known in _worth_lifting_by_node(state, job).values():  # any order: it reads nothing
-        for job_id in known:
-            if job_id in stuck:
-                continue
-            stuck.add(job_id)
-            lifted = jobs[job_id]
-            if lifted.held:
-                return True  # `Landing.could_land`: room it holds widens where it may go
-            asked, placed = lifted.per_task, lifted.placed_tasks
-            shape = (asked.gpu, asked.cpu, asked.memory, lifted.node_selector, placed)
-            could = lands.get(shape)
+    listed, holders = kept.listed, state.holders
+    fewer, more = (listed, holders) if len(listed) <= len(holders) else (holders, listed)
+    if any(job_id in more and jobs[job_id].held for job_id in fewer):
+        return True  # `Landing.could_land`: room it holds widens where it may go
+    # Whether a job could go anywhere reads of it only its group and tasks.
+    lands: dict[tuple[LandingGroup, int], bool] = {}
+    for group, members in kept.groups.items():  # any order: the answer reads none
+        if not landing.could_land(jobs[next(iter(members))], 1):
+            continue
+        for job_id in members:
+            placed = jobs[job_id].placed_tasks
+            could = lands.get((group, placed))
             if could is None:
-                could = lands[shape] = landing.could_land(lifted, placed)
+                could = lands[group, placed] = landing.could_land(jobs[job_id], placed)
             if could:
                 return True
     return False
 
 
-def _worth_lifting_by_node(state: State, job: Job) -> dict[str, tuple[str, ...]]:
-    """Per node with any, the jobs worth lifting for one more task of the job's shape
-    (`worth_lifting`). Kept per shape in the node index and brought up to date from the
+def _kept(state: State, job: Job) -> LiftingKept:
+    """The nodes with a job worth lifting for one more task of the job's shape
+    (`worth_lifting`), kept per shape in the node index and brought up to date from the
     nodes refiled since (every change to a node's room, labels or liveness, a rollback
     included, refiles it and starts its lifting memo anew), so a full cluster, where few
     nodes have such a job, is not read whole at every plan."""
     per_task, selector = job.per_task, job.node_selector
     key = (per_task.gpu, per_task.cpu, per_task.memory, selector)
     index = state.node_index
-    mark, by_node = index.lifting_kept.get(key, (-1, {}))
-    refiled, now = index.refiled_since(mark)
-    if refiled is None:  # never asked, or asked before the log's start: read every node
-        by_node, refiled = {}, set(state.nodes)
+    kept = index.lifting_kept.get(key)
+    refiled, now = index.refiled_since(-1 if kept is None else kept.mark)
+    if kept is None or refiled is None:  # never asked, or before the log's start: read all
+        kept, refiled = LiftingKept(now), set(state.nodes)
     for node_id in refiled:
         node = state.nodes.get(node_id)
-        known = () if node is None else _lifting_memo(state, node, key, per_task)
-        if known:
-            by_node[node_id] = known
-        else:
-            by_node.pop(node_id, None)
+        worth = () if node is None else _lifting_memo(state, node, key, per_task)
+        kept.refile(node_id, worth, state.jobs)
+    kept.mark = now
     if key not in index.lifting_kept and len(index.lifting_kept) >= LIFTING_KEYS_KEPT:
         index.lifting_kept.clear()
-    index.lifting_kept[key] = (now, by_node)
-    return by_node
+    index.lifting_kept[key] = kept
+    return kept
 
 
 def _lifting_memo(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from collections import Counter
 from typing import Any
 from unittest import mock
 
@@ -20,6 +21,7 @@ from domain.actions import consolidate, lifting
 from domain.actions.landing import Landing
 from domain.commands import NodeCommand, Preempt
 from domain.cycle.session import Session
+from domain.lifting_kept import LiftingKept
 from domain.simulation import Simulator
 from domain.state import Job, State
 from tests.domain.test_preemption_properties import run, scenarios
@@ -180,25 +182,35 @@ def test_nodes_worth_lifting_kept_from_those_refiled_are_those_read_afresh(
 ) -> None:
     """At every ask, the nodes kept with a job worth lifting (brought up to date from the
     log of refiled nodes, which a log of 3 starts again every few refilings) are those a
-    read of every node finds, each with the same jobs."""
+    read of every node finds, each with the same jobs, and the jobs listed once each, by
+    landing group, are those jobs."""
     asks = 0
-    kept = lifting._worth_lifting_by_node
+    kept_for = lifting._kept
 
-    def checked(state: State, job: Job) -> dict[str, tuple[str, ...]]:
+    def checked(state: State, job: Job) -> LiftingKept:
         nonlocal asks
         asks += 1
-        by_node = kept(state, job)
+        kept = kept_for(state, job)
         fresh = {}
         for each in state.nodes.values():
             node = dataclasses.replace(each, copies_memo={}, lifting_memo={})
             worth = lifting.worth_lifting(state, node, job.per_task, job.node_selector)
             if worth:
                 fresh[each.id] = worth
-        assert by_node == fresh
-        return by_node
+        assert kept.by_node == fresh
+        listed = Counter(job_id for worth in fresh.values() for job_id in worth)
+        assert {job_id: count for job_id, (count, _) in kept.listed.items()} == listed
+        groups: dict[object, set[str]] = {}
+        for job_id in listed:
+            asked = state.jobs[job_id]
+            per_task = asked.per_task
+            group = (per_task.gpu, per_task.cpu, per_task.memory, asked.node_selector)
+            groups.setdefault(group, set()).add(job_id)
+        assert {group: set(members) for group, members in kept.groups.items()} == groups
+        return kept
 
     with (
-        mock.patch.object(lifting, "_worth_lifting_by_node", checked),
+        mock.patch.object(lifting, "_kept", checked),
         mock.patch.object(indexes, "REFILED_KEPT", log_size),
     ):
         run(lines)

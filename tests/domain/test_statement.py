@@ -93,8 +93,8 @@ def _check_lifting_kept(state: State) -> None:
     the jobs worth lifting it would find afresh now (none: not kept); and consolidation's
     order is the live nodes by most free GPU, then id."""
     index = state.node_index
-    for (gpu, cpu, memory, selector), (mark, by_node) in index.lifting_kept.items():
-        refiled, _ = index.refiled_since(mark)
+    for (gpu, cpu, memory, selector), kept in index.lifting_kept.items():
+        refiled, _ = index.refiled_since(kept.mark)
         if refiled is None:
             continue  # the log has started again since: the next ask reads every node
         for each in state.nodes.values():
@@ -102,7 +102,7 @@ def _check_lifting_kept(state: State) -> None:
                 continue
             fresh = dataclasses.replace(each, copies_memo={}, lifting_memo={})
             worth = worth_lifting(state, fresh, Resources(gpu, cpu, memory), selector)
-            assert by_node.get(each.id, ()) == worth, each.id
+            assert kept.by_node.get(each.id, ()) == worth, each.id
     live = [each for each in state.nodes.values() if not each.lost]
     assert index.most_free_gpu_first() == sorted((-each.free.gpu, each.id) for each in live)
 
