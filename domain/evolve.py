@@ -23,7 +23,7 @@ from domain.events import (
     QueueDeleted,
     Tick,
 )
-from domain.liveness import note_heard
+from domain.liveness import file_deadline
 from domain.nodes import note_holder
 from domain.quota import QuotaSpec
 from domain.state import Job, JobStatus, Node, Queue, State
@@ -175,9 +175,7 @@ def _(event: NodeHeartbeat, state: State, seq: int, ts: int) -> None:
         node.last_heartbeat_ts = ts
     if refile:
         state.node_index.update(node)
-    deadline = ts + state.cluster.heartbeat_timeout_s * 1000
-    heapq.heappush(state.heartbeat_expiry, (deadline, node.id))
-    note_heard(state, node.id, deadline)
+    file_deadline(state, node.id, ts + state.cluster.heartbeat_timeout_s * 1000)
 
 
 @_evolve.register
@@ -190,8 +188,7 @@ def _(event: NodesAlive, state: State, seq: int, ts: int) -> None:
         if node is None or node.lost or heard <= node.last_heartbeat_ts:
             continue
         node.last_heartbeat_ts = heard
-        heapq.heappush(state.heartbeat_expiry, (heard + timeout_ms, node_id))
-        note_heard(state, node_id, heard + timeout_ms)
+        file_deadline(state, node_id, heard + timeout_ms)
 
 
 @_evolve.register

@@ -20,7 +20,7 @@ from domain.events import NodeHeartbeat, NodesAlive
 from domain.limits import NODES_ALIVE_MAX
 from domain.state import State
 
-__all__ = ["LivenessTracker", "changes_view", "next_due_ts", "note_heard"]
+__all__ = ["LivenessTracker", "changes_view", "file_deadline", "next_due_ts"]
 
 EXPIRIES = "live_node_expiries"  # configuration memo: _LiveExpiries
 
@@ -55,9 +55,11 @@ def next_due_ts(state: State) -> int | None:
     return due
 
 
-def note_heard(state: State, node_id: str, deadline: int) -> None:
-    """The fold notes a live node's new heartbeat deadline (after it set the node's last
-    heartbeat): kept in the derived heap, if one was made."""
+def file_deadline(state: State, node_id: str, deadline: int) -> None:
+    """The fold files a live node's new heartbeat deadline (after it set the node's last
+    heartbeat): in the core's heap of expiries, and in the derived heap of live deadlines,
+    if one was made."""
+    heapq.heappush(state.heartbeat_expiry, (deadline, node_id))
     expiries = state.configuration_memo.get(EXPIRIES)
     if isinstance(expiries, _LiveExpiries):
         heapq.heappush(expiries.heap, (deadline, node_id))
