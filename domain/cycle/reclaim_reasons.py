@@ -6,8 +6,9 @@ is classified by the first thing that ruled it out: it is at or below its fair s
 deserved quota (`within_share`); it runs no preemptible unattended jobs
 (`not_preemptible`: non-preemptible or interactive); its jobs are not admitted as victims
 (`not_admitted`: they could take the room back, were dispatched in this cycle, or displaced
-this job by an explicit rule); a victim set was found, but its jobs could then take the
-room right back (`takes_back`, domain/cycle/displacement.py); none runs on a node matching
+this job, directly or through a chain, by a rule that dominates fairness); a victim set was
+found, but its jobs could then take the room right back (`takes_back`,
+domain/cycle/displacement.py); none runs on a node matching
 the job's node selector (`node_selector`); or every sufficient victim set would take it
 below its fair share and deserved quota, or frees no set of nodes the job fits on
 (`insufficient`). Cached per job shape while nothing lasting changed in the cycle; and,
