@@ -243,13 +243,14 @@ class NodeIndex:
             self._refiled.clear()
         self._refiled.append(node_id)
 
-    def refiled_since(self, mark: int) -> tuple[set[str] | None, int]:
-        """The nodes refiled since `mark` (None when the log no longer reaches back that far:
-        read every node), and the mark to ask from next time."""
+    def refiled_since(self, mark: int) -> tuple[dict[str, None] | None, int]:
+        """The nodes refiled since `mark`, each once, in the order first refiled (None when
+        the log no longer reaches back that far: read every node), and the mark to ask from
+        next time."""
         now = self._refiled_before + len(self._refiled)
         if mark < self._refiled_before:
             return None, now
-        return set(self._refiled[mark - self._refiled_before :]), now
+        return dict.fromkeys(self._refiled[mark - self._refiled_before :]), now
 
     def most_free_gpu_first(self) -> list[tuple[int, str]]:
         """The live nodes as (-free gpu, id), most free GPU first, ties by id: a copy, so

@@ -69,7 +69,7 @@ def _kept(state: State, job: Job) -> LiftingKept:
     kept = index.lifting_kept.get(key)
     refiled, now = index.refiled_since(-1 if kept is None else kept.mark)
     if kept is None or refiled is None:  # never asked, or before the log's start: read all
-        kept, refiled = LiftingKept(now), set(state.nodes)
+        kept, refiled = LiftingKept(now), dict.fromkeys(state.nodes)
     for node_id in refiled:
         node = state.nodes.get(node_id)
         worth = () if node is None else _lifting_memo(state, node, key, per_task)
