@@ -8,13 +8,11 @@ from collections.abc import Iterator, Mapping
 from operator import itemgetter
 
 from domain.entities import Job, Node, Selector
-from domain.lifting_kept import LiftingKept
+from domain.lifting_kept import LiftingKept, TaskShape
 from domain.resources import Resources
 from domain.selector_room import SelectorRooms
 
 REFILED_KEPT = 4096  # refilings the log holds; past that it starts again (readers read all)
-# A lifting key (domain/actions/lifting.py): a task's gpu, cpu and memory, and the selector.
-LiftingKey = tuple[int, int, int, Selector]
 
 
 class PendingIndex:
@@ -166,7 +164,7 @@ class NodeIndex:
         self._refiled_before = 0  # how many refilings the log no longer holds
         # Per lifting key, the nodes with a job worth lifting, as of a mark of the log
         # (domain/lifting_kept.py); derived, never saved.
-        self.lifting_kept: dict[LiftingKey, LiftingKept] = {}
+        self.lifting_kept: dict[TaskShape, LiftingKept] = {}
 
     @property
     def free_total(self) -> Resources:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from domain.entities import Job, Selector
 
-# What where a job could go reads of it, besides its tasks: its request and selector.
-LandingGroup = tuple[int, int, int, Selector]
+# A task's request (gpu, cpu, memory) and node selector: what a lifting question is kept
+# under, and what groups the jobs it lists (where a job could go reads that and its tasks).
+TaskShape = tuple[int, int, int, Selector]
 
 
 class LiftingKept:
@@ -26,8 +27,8 @@ class LiftingKept:
     def __init__(self, mark: int) -> None:
         self.mark = mark
         self.by_node: dict[str, tuple[str, ...]] = {}
-        self.listed: dict[str, tuple[int, LandingGroup]] = {}  # job -> (nodes listing it, group)
-        self.groups: dict[LandingGroup, dict[str, None]] = {}  # group -> its listed jobs
+        self.listed: dict[str, tuple[int, TaskShape]] = {}  # job -> (nodes listing it, group)
+        self.groups: dict[TaskShape, dict[str, None]] = {}  # group -> its listed jobs
 
     def refile(self, node_id: str, worth: tuple[str, ...], jobs: dict[str, Job]) -> None:
         """The node now has `worth` (job ids, each in `jobs`) worth lifting."""

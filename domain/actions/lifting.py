@@ -17,8 +17,7 @@ from __future__ import annotations
 from domain.actions.landing import Landing
 from domain.cycle.room import freeing_needed
 from domain.entities import COPIES_MEMO_MAX, Node, Selector
-from domain.indexes import LiftingKey
-from domain.lifting_kept import LandingGroup, LiftingKept
+from domain.lifting_kept import LiftingKept, TaskShape
 from domain.resources import Resources
 from domain.state import Job, State
 
@@ -43,7 +42,7 @@ def some_node_could_grow(state: State, job: Job, landing: Landing) -> bool:
     if any(job_id in more and jobs[job_id].held for job_id in fewer):
         return True  # `Landing.could_land`: room it holds widens where it may go
     # Whether a job could go anywhere reads of it only its group and tasks.
-    lands: dict[tuple[LandingGroup, int], bool] = {}
+    lands: dict[tuple[TaskShape, int], bool] = {}
     for group, members in kept.groups.items():  # any order: the answer reads none
         if not landing.could_land(jobs[next(iter(members))], 1):
             continue
@@ -81,9 +80,7 @@ def _kept(state: State, job: Job) -> LiftingKept:
     return kept
 
 
-def _lifting_memo(
-    state: State, node: Node, key: LiftingKey, per_task: Resources
-) -> tuple[str, ...]:
+def _lifting_memo(state: State, node: Node, key: TaskShape, per_task: Resources) -> tuple[str, ...]:
     """`worth_lifting` on the node for the key's shape, from the node's memo when it has it."""
     memo = node.lifting_memo
     known = memo.get(key)
