@@ -133,3 +133,39 @@ def test_a_waiting_preemptor_whose_victim_stops_takes_the_room_held_for_it() -> 
 
     # Then the preemptor runs on the room held for it
     assert [(c.job, c.node) for c in cluster.last if c.type == "Dispatch"] == [("high", "n0")]
+
+
+def test_room_noted_for_one_waiting_preemptor_is_not_passed_over_by_the_next() -> None:
+    # Given two preemptors waiting for their victims, passed over by the last cycle:
+    # `high_y` (zone y, walked first: higher priority) and `high_x` (zone x), while
+    # `keeper` (which neither may preempt) runs alone on n2 (zone x)
+    cluster = Cluster()
+    cluster.given(
+        0,
+        queue("q", gpu_quota=12, preemption={"within_queue": True}),
+        node("n0", gpu=4, labels={"zone": "x", "rack": "0"}),
+        node("n1", gpu=4, **ZONE_Y),
+        node("n2", gpu=4, labels={"zone": "x", "rack": "2"}),
+    )
+    cluster.given(
+        0,
+        job("low_x", "q", gpu=4, priority=1, node_selector={"rack": "0"}),
+        job("low_y", "q", gpu=4, priority=1, node_selector={"zone": "y"}),
+        job("keeper", "q", gpu=4, priority=9, node_selector={"rack": "2"}),
+    )
+    cluster.agents_obey()
+    cluster.given(
+        1000,
+        job("high_y", "q", gpu=4, priority=6, node_selector={"zone": "y"}),
+        job("high_x", "q", gpu=4, priority=5, node_selector={"zone": "x"}),
+    )
+    assert sorted(cluster.preempted(cluster.commands)) == ["low_x", "low_y"]
+    cluster.given(2000, job("wide", "q", gpu=8, priority=1))
+
+    # When `keeper` ends: n2's room grows, which the ask for `high_y` notes (n2 then stays
+    # a suspect: it could take a task of `high_x`), and `high_x` is asked after it
+    cluster.finish(3000, "keeper")
+
+    # Then `high_x` runs on n2 in that cycle; `high_y` still waits
+    assert [(c.job, c.node) for c in cluster.last if c.type == "Dispatch"] == [("high_x", "n2")]
+    assert cluster.job_view("high_y").awaiting == ("low_y",)

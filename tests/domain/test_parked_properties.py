@@ -6,6 +6,8 @@ room frees where some of them could go."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
@@ -14,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.commands import NodeCommand, Preempt
+from domain.cycle import awaiting
 from domain.cycle.parked import Parked
 from domain.state import State
 from tests.domain.test_preemption_properties import queue_line
@@ -106,8 +109,14 @@ def _run(lines: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[
     return out, _views(simulator.state)
 
 
-def _asking_every_preemptor_in_full() -> Any:
-    return mock.patch.object(Parked, "passes_over", lambda self, state, job: False)
+@contextmanager
+def _asking_every_preemptor_in_full() -> Iterator[None]:
+    """Neither the parked set nor the glance at it (`awaiting._at_a_glance`) answers."""
+    with (
+        mock.patch.object(Parked, "passes_over", lambda self, state, job: False),
+        mock.patch.object(awaiting, "_at_a_glance", lambda state, statement, parked, job: False),
+    ):
+        yield
 
 
 @SETTINGS
