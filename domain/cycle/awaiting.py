@@ -10,7 +10,7 @@ tries one: most wait cycle after cycle, and their try would change nothing.
 from __future__ import annotations
 
 from domain.cycle.fitting import Fitter, waiting_reason_held
-from domain.cycle.parked import Parked, parked_of
+from domain.cycle.parked import Parked, parked_if_kept, parked_of
 from domain.cycle.statement import Statement
 from domain.state import Job, State
 
@@ -46,11 +46,11 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
     # Asked of every waiting preemptor a walk reaches (thousands a cycle on a large
     # cluster): one found waiting before is passed over on a lookup while nothing it could
     # use changed (domain/cycle/parked.py); otherwise the plain attribute checks first.
-    parked = parked_of(state)
-    if _at_a_glance(state, statement, parked, job):
+    if _at_a_glance(state, statement, job):
         return True
     if statement.tentative or not unchanged(state, job):
         return False
+    parked = parked_of(state)
     if parked.passes_over(state, job):
         return True
     if not _holds_waiting_reason(job) or not fitter.waits_for_room(job):
@@ -80,14 +80,17 @@ def started_waiting(state: State, statement: Statement, fitter: Fitter, job: Job
         _park(state, fitter, parked_of(state), job, held_take_none=False)
 
 
-def _at_a_glance(state: State, statement: Statement, parked: Parked, job: Job) -> bool:
+def _at_a_glance(state: State, statement: Statement, job: Job) -> bool:
     """The answer of most asks in a cycle, from plain reads: the job is parked, no node's room
     grew and no node is a suspect (so `Parked.passes_over` says yes and changes nothing),
     Claim found it waiting for victims all stopping and no stop has ended since
     (`unchanged`), and no checkpoint is open. False says only that the full answer is
-    needed. On the 10,000-node benchmark it answers about 99% of the asks."""
+    needed; the glance changes nothing (it makes no parked set). On the 10,000-node
+    benchmark it answers about 99% of the asks."""
+    parked = parked_if_kept(state)
     return (
-        job.id in parked.jobs
+        parked is not None
+        and job.id in parked.jobs
         and not parked.suspects
         and not state.node_index.grown
         and not state.stops_ended

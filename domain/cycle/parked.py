@@ -145,6 +145,12 @@ def _takes(node: Node, shape: Shape) -> bool:
     return not node.lost and node.matches(selector) and node.copies(per_task) > 0
 
 
+def parked_if_kept(state: State) -> Parked | None:
+    """The parked set, if one is kept (`parked_of` makes one)."""
+    parked = state.configuration_memo.get(PARKED)
+    return parked if isinstance(parked, Parked) else None
+
+
 def parked_of(state: State) -> Parked:
     memo = state.configuration_memo
     parked = memo.get(PARKED)

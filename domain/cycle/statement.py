@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from typing import cast
 
 from domain.commands import NodeCommand
 from domain.cycle.memento import Undo, memento
-from domain.cycle.parked import PARKED, Parked
+from domain.cycle.parked import parked_if_kept
 from domain.devices import Assignment
 from domain.resources import Resources
 from domain.state import Job, JobStatus, Queue, State
@@ -182,9 +181,9 @@ class Statement:
         checkpoint, only once the change is kept (rolled back, it is undone)."""
         if job.status is not JobStatus.PENDING:
             return  # it joins the pending list, which is a change of its own
-        parked = self._state.configuration_memo.get(PARKED)
+        parked = parked_if_kept(self._state)
         if parked is not None:  # a waiting preemptor that changed is asked in full again
-            cast(Parked, parked).unpark(job.id)
+            parked.unpark(job.id)
         touched = self._touched_of(job)
         if touched is None:
             return  # no settled walk of its queue to void (one is kept only between walks)

@@ -114,7 +114,7 @@ def _asking_every_preemptor_in_full() -> Iterator[None]:
     """Neither the parked set nor the glance at it (`awaiting._at_a_glance`) answers."""
     with (
         mock.patch.object(Parked, "passes_over", lambda self, state, job: False),
-        mock.patch.object(awaiting, "_at_a_glance", lambda state, statement, parked, job: False),
+        mock.patch.object(awaiting, "_at_a_glance", lambda state, statement, job: False),
     ):
         yield
 
