@@ -44,8 +44,9 @@ def still_waiting(state: State, statement: Statement, fitter: Fitter, job: Job) 
     keeps for a preemptor whose awaited victims are the ones its reason names
     (`waiting_reason_held`)."""
     # Asked of every waiting preemptor a walk reaches (thousands a cycle on a large
-    # cluster): one found waiting before is passed over on a lookup while nothing it could
-    # use changed (domain/cycle/parked.py); otherwise the plain attribute checks first.
+    # cluster): one found waiting before is passed over at a glance, or on a lookup, while
+    # nothing it could use changed (domain/cycle/parked.py); otherwise the plain attribute
+    # checks first.
     if _at_a_glance(state, statement, job):
         return True
     if statement.tentative or not unchanged(state, job):

@@ -148,14 +148,13 @@ def _takes(node: Node, shape: Shape) -> bool:
 def parked_if_kept(state: State) -> Parked | None:
     """The parked set, if one is kept (`parked_of` makes one)."""
     parked = state.configuration_memo.get(PARKED)
-    return parked if isinstance(parked, Parked) else None
+    assert parked is None or isinstance(parked, Parked)
+    return parked
 
 
 def parked_of(state: State) -> Parked:
-    memo = state.configuration_memo
-    parked = memo.get(PARKED)
+    parked = parked_if_kept(state)
     if parked is None:
-        parked = memo[PARKED] = Parked()
+        parked = state.configuration_memo[PARKED] = Parked()
         state.node_index.grown.clear()  # nothing was parked before: no growth to look at
-    assert isinstance(parked, Parked)
     return parked
