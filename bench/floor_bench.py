@@ -8,16 +8,17 @@ see whether any work on the cycle alone could reach them.
    `--records`) is decoded (`decode_journal`, as `quotaflow replay --file` does), then folded
    with each record's apply and each group's cycle timed apart (the same calls `fold` makes).
    Printed: µs a record for each part, records/s in all, and records/s if cycles cost nothing.
-2. The Kafka shell, with `--bootstrap HOST:PORT`: the journal's lines are produced to an
-   input topic, then consumed and written back as the scheduler writes (one journal record
-   an input and one command for every three, each transaction of `--per-transaction` inputs
-   with the consumer's offsets in it; the project's own consumer and transactional producer
-   settings) with no decoding, no fold and no encoding. Printed: this process's CPU an input.
-   76 is the inputs per transaction `kafka_bench.py` printed at 500 jobs/s.
+2. The Kafka shell, with `--bootstrap HOST:PORT`: the journal's lines are produced to
+   `quotaflow.jobs` under a fresh topic prefix, then consumed and written back as the
+   scheduler writes (one journal record an input and one command for every three, a
+   transaction per batch of at most `--per-transaction` inputs, with the consumer's offsets
+   in it; the project's own consumer and transactional producer settings) with no decoding,
+   no fold and no encoding. Printed: this process's CPU an input. 76 is about the inputs a
+   transaction `kafka_bench.py` printed at 500 jobs/s.
 
     .venv/bin/python bench/floor_bench.py                              # replay only
     .venv/bin/python bench/floor_bench.py --bootstrap 127.0.0.1:9092   # and the Kafka shell
-    .venv/bin/python bench/floor_bench.py --journal FILE --records 0   # a journal of your own
+    .venv/bin/python bench/floor_bench.py --journal FILE               # a journal of your own
 """
 
 from __future__ import annotations
@@ -83,7 +84,6 @@ def print_replay(lines: list[bytes], source: str) -> float:
 async def kafka_shell(bootstrap: str, lines: list[bytes], per_transaction: int) -> float:
     """µs of CPU an input for consuming the lines and writing them back in transactions."""
     from aiokafka import AIOKafkaProducer
-    from aiokafka.structs import TopicPartition
 
     from streams.kafka_io import (
         SCHEDULER_FETCH_MIN_BYTES,
@@ -99,8 +99,8 @@ async def kafka_shell(bootstrap: str, lines: list[bytes], per_transaction: int) 
     loader = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await loader.start()
     try:
-        for line in lines:
-            await loader.send(topics.admin, line, key=b"cluster")  # one partition
+        for number, line in enumerate(lines):
+            await loader.send(topics.jobs, line, key=b"%d" % number)
         await loader.flush()
     finally:
         await loader.stop()
@@ -111,26 +111,30 @@ async def kafka_shell(bootstrap: str, lines: list[bytes], per_transaction: int) 
         fetch_max_wait_ms=SCHEDULER_FETCH_WAIT_MS,
         fetch_min_bytes=SCHEDULER_FETCH_MIN_BYTES,
     )
-    consumer.subscribe([topics.admin])
+    consumer.subscribe([topics.jobs])
     producer = transactional_producer(bootstrap, group)
     await consumer.start()
     await producer.start()
     try:
-        # A first transaction outside the count: the producer's id and the coordinators.
+        # A first transaction outside the count: the producer's id, the coordinators and the
+        # new topics' leaders (a broker may answer NOT_ENOUGH_REPLICAS just after creating one).
         async with producer.transaction():
             await producer.send(topics.journal, b"{}", key=b"cluster")
+            await producer.send(topics.commands, b"{}", key=b"n")
         done, began = 0, time.process_time()
         while done < len(lines):
             fetched = await consumer.getmany(timeout_ms=1000, max_records=per_transaction)
-            for partition, records in fetched.items():
-                async with producer.transaction():
+            if not fetched:
+                continue
+            async with producer.transaction():  # one a batch, as the scheduler writes
+                for records in fetched.values():
                     for record in records:
                         await producer.send(topics.journal, record.value, key=b"cluster")
                         done += 1
                         if done % 3 == 0:
                             await producer.send(topics.commands, record.value[:200], key=b"n")
-                    offsets = {TopicPartition(partition.topic, 0): records[-1].offset + 1}
-                    await producer.send_offsets_to_transaction(offsets, group)
+                offsets = {part: records[-1].offset + 1 for part, records in fetched.items()}
+                await producer.send_offsets_to_transaction(offsets, group)
         return (time.process_time() - began) / done * 1e6
     finally:
         await producer.stop()
